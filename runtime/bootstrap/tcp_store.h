@@ -1,0 +1,48 @@
+// TcpStore: the out-of-band key-value store that lets N processes swap addresses. Rank 0 serves
+// it on host:port from a background thread; every rank (rank 0 too) connects as a client and
+// must first present the job's secret, so a stranger on the network cannot join or read.
+// get() waits for a key until the deadline; allgather and barrier are built on set/get.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ibcoll::runtime {
+
+class TcpStore {
+ public:
+  // `address` is host:port. Throws Error(invalid_argument) for a bad address or empty secret,
+  // Error(timeout) if the server cannot be reached in time, Error(peer_failed) if it rejects us.
+  TcpStore(const std::string& address, int rank, int size, const std::string& secret,
+           std::chrono::milliseconds timeout);
+  ~TcpStore();
+  TcpStore(const TcpStore&) = delete;
+  TcpStore& operator=(const TcpStore&) = delete;
+
+  void set(const std::string& key, const std::string& value);
+  std::string get(const std::string& key);
+  // Every rank's `mine`, indexed by rank. `name` must be unique per call within the job.
+  std::vector<std::string> allgather(const std::string& name, const std::string& mine);
+  void barrier(const std::string& name);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  class Server;
+  void request(char op, const std::string& body);
+  std::string reply();
+
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<Server> server_;
+  int fd_ = -1;
+  std::string in_;  // bytes received and not yet consumed
+};
+
+// host:port → (host, port); throws Error(invalid_argument) naming IBCOLL_BOOTSTRAP.
+std::pair<std::string, int> parse_host_port(const std::string& address);
+
+}  // namespace ibcoll::runtime

@@ -1,0 +1,154 @@
+#include "runtime/config.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/status.h"
+
+extern char** environ;
+
+namespace ibcoll::runtime {
+namespace {
+
+const Variable kVariables[] = {
+    {"IBCOLL_LOG", "warn", "log level: error|warn|info|debug|trace"},
+    {"IBCOLL_TIMEOUT", "60s", "deadline of every wait and of connection set-up (ms, s or m)"},
+    {"IBCOLL_WAIT", "adaptive", "how waits poll: spin|adaptive (spin, then yield)|event (sleep)"},
+    {"IBCOLL_BOOTSTRAP", "", "host:port of the TCP store that rank 0 serves"},
+    {"IBCOLL_RANK", "", "this process's rank (else from OMPI_/PMI_/SLURM_ variables)"},
+    {"IBCOLL_SIZE", "", "number of ranks (else from OMPI_/PMI_/SLURM_ variables)"},
+    {"IBCOLL_JOB_SECRET", "", "shared secret a process must present to the TCP store"},
+    {"IBCOLL_DEVICE", "", "verbs device as name[:port]; empty: first active port"},
+    {"IBCOLL_GID_INDEX", "auto", "RoCE GID index; auto prefers an IPv4-mapped RoCE v2 GID"},
+    {"IBCOLL_XRC", "auto", "XRC shared receive queues: auto|on|off"},
+    {"IBCOLL_CM", "ud", "connection set-up: ud (handshake over a UD QP)|rdmacm"},
+    {"IBCOLL_EAGER_LIMIT", "8192", "largest message sent by copy; larger ones by RDMA write"},
+    {"IBCOLL_SRQ_DEPTH", "512", "receive buffers in the shared receive queue"},
+    {"IBCOLL_CREDITS", "32", "most messages one peer may have in our receive queue"},
+    {"IBCOLL_MR_CACHE", "0", "keep user buffers registered between transfers (0|1)"},
+    {"IBCOLL_MR_CACHE_SIZE", "1G", "most bytes the registration cache keeps registered"},
+    {"IBCOLL_HANDSHAKE_RETRY", "200ms", "resend an unanswered connection handshake after this"},
+    {"IBCOLL_KEEPALIVE", "1s", "probe a silent peer that an operation waits on after this"},
+};
+
+std::string value_or_default(const std::function<const char*(const char*)>& lookup,
+                             const Variable& v) {
+  const char* value = lookup(v.name);
+  return value ? value : v.default_value;
+}
+
+void warn_about_unknown_variables() {
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "IBCOLL_", 7) != 0) continue;
+    std::string name(*e, std::strcspn(*e, "="));
+    bool known = false;
+    for (const Variable& v : kVariables)
+      known |= name == v.name;
+    if (!known) IBCOLL_LOG(warn, "unknown variable " << name << " (see ibcoll_info)");
+  }
+}
+
+}  // namespace
+
+std::span<const Variable> config_variables() {
+  return kVariables;
+}
+
+long parse_integer(const char* name, const std::string& text, long min, long max) {
+  errno = 0;
+  char* end = nullptr;
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || value < min || value > max) {
+    throw Error(Code::invalid_argument, std::string(name) + ": '" + text +
+                                            "' is not an integer in [" + std::to_string(min) +
+                                            ", " + std::to_string(max) + "]");
+  }
+  return value;
+}
+
+std::chrono::milliseconds parse_duration(const char* name, const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
+    ++digits;
+  const std::string unit = text.substr(digits);
+  long scale = 0;
+  if (unit == "ms") scale = 1;
+  if (unit == "s" || unit.empty()) scale = 1000;
+  if (unit == "m") scale = 60000;
+  if (digits == 0 || scale == 0) {
+    throw Error(Code::invalid_argument,
+                std::string(name) + ": '" + text + "' is not a duration (e.g. 500ms, 60s, 2m)");
+  }
+  long value = parse_integer(name, text.substr(0, digits), 1, 1000L * 3600 * 24);
+  return std::chrono::milliseconds(value * scale);
+}
+
+size_t parse_size(const char* name, const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
+    ++digits;
+  const std::string unit = text.substr(digits);
+  size_t scale = 0;
+  if (unit.empty()) scale = 1;
+  if (unit == "k" || unit == "K") scale = size_t{1} << 10;
+  if (unit == "m" || unit == "M") scale = size_t{1} << 20;
+  if (unit == "g" || unit == "G") scale = size_t{1} << 30;
+  if (digits == 0 || scale == 0) {
+    throw Error(Code::invalid_argument,
+                std::string(name) + ": '" + text + "' is not a size (e.g. 8192, 64k, 1M, 1G)");
+  }
+  return static_cast<size_t>(parse_integer(name, text.substr(0, digits), 0, 1L << 40)) * scale;
+}
+
+bool parse_bool(const char* name, const std::string& text) {
+  if (text == "1" || text == "on" || text == "yes" || text == "true") return true;
+  if (text == "0" || text == "off" || text == "no" || text == "false") return false;
+  throw Error(Code::invalid_argument, std::string(name) + ": '" + text + "' is not 0 or 1");
+}
+
+Config Config::from_environment() {
+  warn_about_unknown_variables();
+  return from_environment([](const char* name) { return std::getenv(name); });
+}
+
+Config Config::from_environment(const std::function<const char*(const char*)>& lookup) {
+  auto get = [&](const char* name) {
+    for (const Variable& v : kVariables) {
+      if (std::strcmp(v.name, name) == 0) return value_or_default(lookup, v);
+    }
+    throw Error(Code::internal, std::string("undeclared variable ") + name);
+  };
+  Config c;
+  c.log_level = log::parse_level(get("IBCOLL_LOG"));
+  c.timeout = parse_duration("IBCOLL_TIMEOUT", get("IBCOLL_TIMEOUT"));
+  c.wait = transport::parse_wait_policy(get("IBCOLL_WAIT"));
+  c.bootstrap = get("IBCOLL_BOOTSTRAP");
+#ifdef IBCOLL_HAVE_VERBS
+  auto& v = c.verbs;
+  v.device = get("IBCOLL_DEVICE");
+  const std::string gid = get("IBCOLL_GID_INDEX");
+  v.gid_index =
+      gid == "auto" ? -1 : static_cast<int>(parse_integer("IBCOLL_GID_INDEX", gid, 0, 65535));
+  v.xrc = transport::verbs::parse_xrc_mode(get("IBCOLL_XRC"));
+  v.connect = transport::verbs::parse_connect_mode(get("IBCOLL_CM"));
+  v.eager_limit = parse_size("IBCOLL_EAGER_LIMIT", get("IBCOLL_EAGER_LIMIT"));
+  if (v.eager_limit > (size_t{1} << 20)) {
+    throw Error(Code::invalid_argument, "IBCOLL_EAGER_LIMIT: at most 1M");
+  }
+  v.srq_depth =
+      static_cast<uint32_t>(parse_integer("IBCOLL_SRQ_DEPTH", get("IBCOLL_SRQ_DEPTH"), 2, 1 << 20));
+  v.credits =
+      static_cast<uint32_t>(parse_integer("IBCOLL_CREDITS", get("IBCOLL_CREDITS"), 1, 1 << 16));
+  v.mr_cache = parse_bool("IBCOLL_MR_CACHE", get("IBCOLL_MR_CACHE"));
+  v.mr_cache_bytes = parse_size("IBCOLL_MR_CACHE_SIZE", get("IBCOLL_MR_CACHE_SIZE"));
+  v.timeout = c.timeout;
+  v.handshake_retry = parse_duration("IBCOLL_HANDSHAKE_RETRY", get("IBCOLL_HANDSHAKE_RETRY"));
+  v.keepalive = parse_duration("IBCOLL_KEEPALIVE", get("IBCOLL_KEEPALIVE"));
+  v.event_channel = c.wait == transport::WaitPolicy::event;
+#endif
+  return c;
+}
+
+}  // namespace ibcoll::runtime

@@ -1,0 +1,47 @@
+// Config: every IBCOLL_* knob, declared once in one table (name, default, description) that
+// ibcoll_info prints. from_environment() parses and validates them all: a bad value is an
+// Error(invalid_argument) naming the variable; an unknown IBCOLL_* variable is warned about.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "base/log.h"
+#include "transport/progress.h"
+#ifdef IBCOLL_HAVE_VERBS
+#include "transport/verbs/options.h"
+#endif
+
+namespace ibcoll::runtime {
+
+struct Variable {
+  const char* name;
+  const char* default_value;
+  const char* description;
+};
+
+std::span<const Variable> config_variables();
+
+struct Config {
+  log::Level log_level = log::Level::warn;
+  std::chrono::milliseconds timeout{60000};
+  transport::WaitPolicy wait = transport::WaitPolicy::adaptive;
+  std::string bootstrap;  // host:port of the TCP store
+#ifdef IBCOLL_HAVE_VERBS
+  transport::verbs::Options verbs;
+#endif
+
+  // `lookup` returns the value of a variable or null when unset (getenv by default).
+  static Config from_environment(const std::function<const char*(const char*)>& lookup);
+  static Config from_environment();
+};
+
+// Parsers shared by the table; each throws Error(invalid_argument) naming `name`.
+std::chrono::milliseconds parse_duration(const char* name, const std::string& text);
+size_t parse_size(const char* name, const std::string& text);
+long parse_integer(const char* name, const std::string& text, long min, long max);
+bool parse_bool(const char* name, const std::string& text);
+
+}  // namespace ibcoll::runtime

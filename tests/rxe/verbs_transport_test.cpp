@@ -1,0 +1,418 @@
+// The verbs transport against a real verbs stack (Soft-RoCE in the VM: ci/rxe-vm). Every
+// scenario forks its ranks before any verbs call, so each runs as real separate processes.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstring>
+#include <vector>
+
+#include "base/status.h"
+#include "runtime/verbs_endpoint.h"
+#include "tests/support/forked_ranks.h"
+#include "transport/verbs/device.h"
+#include "transport/verbs/xrc_domain.h"
+
+namespace ibcoll::testing {
+namespace {
+
+using transport::verbs::live_objects;
+
+// Deterministic test bytes, different for every (source, destination, tag, position).
+std::byte pattern_byte(int source, int destination, uint64_t tag, size_t i) {
+  uint64_t x = (uint64_t(source) * 0x9E3779B1u) ^ (uint64_t(destination) << 20) ^ (tag << 40) ^ i;
+  x ^= x >> 13;
+  x *= 0xff51afd7ed558ccdull;
+  return static_cast<std::byte>(x >> 56);
+}
+
+struct Transfer {
+  std::vector<std::byte> buffer;
+  bool done = false;
+  Status status;
+  size_t bytes = 0;
+};
+
+transport::Completion record(Transfer& t) {
+  return [&t](const Status& s, size_t bytes) {
+    t.done = true;
+    t.status = s;
+    t.bytes = bytes;
+  };
+}
+
+// Every rank sends one message of each size to every other rank and receives theirs; payloads,
+// completion lengths and the one-SRQ-per-process rule are checked.
+int all_to_all(const std::vector<size_t>& sizes) {
+  runtime::VerbsEndpoint r;
+  const int me = r.rank(), n = r.size();
+  std::vector<Transfer> sends, recvs;
+  sends.reserve(sizes.size() * n);
+  recvs.reserve(sizes.size() * n);
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      Transfer& in = recvs.emplace_back();
+      in.buffer.resize(sizes[t]);
+      r.channel().recv(peer, t, in.buffer.data(), in.buffer.size(), record(in));
+      Transfer& out = sends.emplace_back();
+      out.buffer.resize(sizes[t]);
+      for (size_t i = 0; i < sizes[t]; ++i)
+        out.buffer[i] = pattern_byte(me, peer, t, i);
+      r.channel().send(peer, t, out.buffer.data(), out.buffer.size(), record(out));
+    }
+  }
+  r.wait(
+      [&] {
+        for (auto& t : sends)
+          if (!t.done) return false;
+        for (auto& t : recvs)
+          if (!t.done) return false;
+        return true;
+      },
+      "all-to-all exchange");
+
+  size_t k = 0;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    for (size_t t = 0; t < sizes.size(); ++t, ++k) {
+      const std::string what = "peer " + std::to_string(peer) + " size " + std::to_string(sizes[t]);
+      RANK_CHECK(sends[k].status.ok(), what + ": " + sends[k].status.to_string());
+      RANK_CHECK(recvs[k].status.ok(), what + ": " + recvs[k].status.to_string());
+      RANK_CHECK(recvs[k].bytes == sizes[t], what + ": got " + std::to_string(recvs[k].bytes));
+      for (size_t i = 0; i < sizes[t]; ++i) {
+        RANK_CHECK(recvs[k].buffer[i] == pattern_byte(peer, me, t, i),
+                   what + ": wrong byte at " + std::to_string(i));
+      }
+    }
+  }
+  const auto c = r.channel().counters();
+  RANK_CHECK(c.shared_receive_queues == 1 && live_objects().srqs == 1,
+             "one SRQ per process, found " + std::to_string(live_objects().srqs));
+  RANK_CHECK(c.connections == static_cast<uint64_t>(n - 1),
+             "connections: " + std::to_string(c.connections));
+  RANK_CHECK(c.failed_peers == 0, "a peer failed");
+  r.store().barrier("end");
+  return 0;
+}
+
+TEST(VerbsTransport, AllToAllTwoRanksZeroTo16MiB) {
+  const std::vector<size_t> sizes{0, 1, 100, 8192, 8193, 65536, (1 << 20) + 3, 16 << 20};
+  auto exits = run_ranks(2, [&](int, int) { return all_to_all(sizes); });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+TEST(VerbsTransport, AllToAllFourRanks) {
+  const std::vector<size_t> sizes{0, 7, 4096, 8193, 300000, (1 << 20) + 5};
+  auto exits = run_ranks(4, [&](int, int) { return all_to_all(sizes); });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+TEST(VerbsTransport, AllToAllEightRanksWithRegistrationCache) {
+  const std::vector<size_t> sizes{0, 1, 8192, 20000, 100000};
+  RankOptions options;
+  options.environment["IBCOLL_MR_CACHE"] = "1";
+  auto exits = run_ranks(
+      8, [&](int, int) { return all_to_all(sizes); }, options);
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// Seven senders push 10 000 small messages each into one receiver whose SRQ holds 64 buffers:
+// credits must keep the SRQ from running dry, and nothing may be lost or reordered.
+TEST(VerbsTransport, ManyToOneBurstIntoSmallSrq) {
+  constexpr int kMessages = 10000;
+  constexpr size_t kBytes = 32;
+  RankOptions options;
+  options.environment["IBCOLL_SRQ_DEPTH"] = "64";
+  // 70 000 messages through emulated RDMA take minutes in the sanitizer build.
+  options.environment["IBCOLL_TIMEOUT"] = "280s";
+  options.deadline = std::chrono::seconds(300);
+  auto exits = run_ranks(
+      8,
+      [&](int, int) {
+        runtime::VerbsEndpoint r;
+        const int me = r.rank();
+        int completed = 0;
+        std::vector<Status> failures;
+        auto count = [&](const Status& s, size_t) {
+          ++completed;
+          if (!s.ok()) failures.push_back(s);
+        };
+        std::vector<std::byte> data;
+        if (me == 0) {
+          data.resize(size_t{kMessages} * (r.size() - 1) * kBytes);
+          for (int peer = 1; peer < r.size(); ++peer) {
+            for (int m = 0; m < kMessages; ++m) {
+              std::byte* slot = &data[((peer - 1) * size_t{kMessages} + m) * kBytes];
+              r.channel().recv(peer, m, slot, kBytes, count);
+            }
+          }
+          r.wait([&] { return completed == kMessages * (r.size() - 1); }, "burst receive");
+          for (int peer = 1; peer < r.size(); ++peer) {
+            for (int m = 0; m < kMessages; ++m) {
+              const std::byte* slot = &data[((peer - 1) * size_t{kMessages} + m) * kBytes];
+              for (size_t i = 0; i < kBytes; ++i) {
+                RANK_CHECK(slot[i] == pattern_byte(peer, 0, m, i),
+                           "message " + std::to_string(m) + " from " + std::to_string(peer));
+              }
+            }
+          }
+          const auto c = r.channel().counters();
+          RANK_CHECK(c.srq_depth == 64, "SRQ depth " + std::to_string(c.srq_depth));
+          RANK_CHECK(c.messages_received >= uint64_t{kMessages} * 7, "messages received");
+        } else {
+          data.resize(size_t{kMessages} * kBytes);
+          for (int m = 0; m < kMessages; ++m) {
+            std::byte* slot = &data[size_t(m) * kBytes];
+            for (size_t i = 0; i < kBytes; ++i)
+              slot[i] = pattern_byte(me, 0, m, i);
+            r.channel().send(0, m, slot, kBytes, count);
+          }
+          r.wait([&] { return completed == kMessages; }, "burst send");
+        }
+        RANK_CHECK(failures.empty(), failures.empty() ? "" : failures.front().to_string());
+        RANK_CHECK(r.channel().counters().failed_peers == 0, "a peer failed");
+        r.store().barrier("end");
+        return 0;
+      },
+      options);
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// Rank 0 talks to ranks 1 and 2 only: connections are made on demand, so it has exactly two.
+TEST(VerbsTransport, ConnectsOnlyToPeersItTalksTo) {
+  auto exits = run_ranks(8, [](int me, int) {
+    runtime::VerbsEndpoint r;
+    std::vector<Transfer> ops(4);
+    char out = 'x';
+    char in[2] = {};
+    int expected = 0;
+    if (me == 0) {
+      for (int peer : {1, 2}) {
+        r.channel().send(peer, 7, &out, 1, record(ops[expected++]));
+        r.channel().recv(peer, 8, &in[peer - 1], 1, record(ops[expected++]));
+      }
+    } else if (me == 1 || me == 2) {
+      r.channel().recv(0, 7, &in[0], 1, record(ops[expected++]));
+      r.channel().send(0, 8, &out, 1, record(ops[expected++]));
+    }
+    r.wait(
+        [&] {
+          for (int i = 0; i < expected; ++i)
+            if (!ops[i].done) return false;
+          return true;
+        },
+        "ping");
+    for (int i = 0; i < expected; ++i)
+      RANK_CHECK(ops[i].status.ok(), ops[i].status.to_string());
+    const uint64_t want = me == 0 ? 2 : (me <= 2 ? 1 : 0);
+    const auto c = r.channel().counters();
+    RANK_CHECK(c.connections == want, "connections: " + std::to_string(c.connections) +
+                                          ", expected " + std::to_string(want));
+    // RC QPs plus the one UD QP.
+    RANK_CHECK(live_objects().qps == static_cast<int>(want) + 1,
+               "live QPs: " + std::to_string(live_objects().qps));
+    r.store().barrier("end");
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// Soft-RoCE has no XRC: auto falls back to RC on one SRQ; on is a clear error naming the
+// device and errno, and leaves nothing behind.
+TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
+  auto exits = run_ranks(1, [](int, int) {
+    {
+      runtime::VerbsEndpoint r;
+      RANK_CHECK(!r.channel().uses_xrc(), "XRC reported on a device without it");
+    }
+    RANK_CHECK(live_objects().qps == 0 && live_objects().contexts == 0, "leak after close");
+    transport::verbs::Options options;
+    options.xrc = transport::verbs::XrcMode::on;
+    try {
+      transport::verbs::VerbsChannel channel(0, 1, options);
+      RANK_CHECK(false, "IBCOLL_XRC=on succeeded on a device without XRC");
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      RANK_CHECK(e.status().code() == Code::not_supported, m);
+      RANK_CHECK(m.find("IBCOLL_XRC=on") != std::string::npos &&
+                     m.find("rxe0") != std::string::npos && m.find("errno 95") != std::string::npos,
+                 m);
+    }
+    const auto& live = live_objects();
+    RANK_CHECK(
+        live.contexts == 0 && live.pds == 0 && live.cqs == 0 && live.srqs == 0 && live.xrcds == 0,
+        "IBCOLL_XRC=on left verbs objects behind");
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// A peer killed mid-transfer: every survivor's operations with it fail with an error that names
+// it, well within the deadline, and the survivors go on talking to each other.
+TEST(VerbsTransport, KilledPeerFailsItsOperationsOnly) {
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "30s";
+  options.environment["IBCOLL_KEEPALIVE"] = "300ms";
+  auto exits = run_ranks(
+      4,
+      [](int me, int n) {
+        runtime::VerbsEndpoint r;
+        constexpr int kVictim = 3;
+        constexpr size_t kBig = 4 << 20;
+        std::vector<Transfer> to_victim(1), from_victim(1);
+        std::vector<std::byte> big(kBig, std::byte{1});
+        if (me == kVictim) {
+          // Hear from every survivor (so all are connected), start sending, then die.
+          std::vector<Transfer> pokes(kVictim);
+          for (int peer = 0; peer < kVictim; ++peer) {
+            pokes[peer].buffer.resize(1);
+            r.channel().recv(peer, 1, pokes[peer].buffer.data(), 1, record(pokes[peer]));
+            r.channel().send(peer, 2, big.data(), big.size(), [](const Status&, size_t) {});
+          }
+          r.wait([&] { return pokes[0].done && pokes[1].done && pokes[2].done; }, "pokes");
+          raise(SIGKILL);
+        }
+        std::byte one{42};
+        Transfer poke;
+        r.channel().send(kVictim, 1, &one, 1, record(poke));
+        from_victim[0].buffer.resize(kBig);
+        r.channel().recv(kVictim, 3, from_victim[0].buffer.data(), kBig, record(from_victim[0]));
+        r.channel().send(kVictim, 4, big.data(), big.size(), record(to_victim[0]));
+        r.wait([&] { return from_victim[0].done && to_victim[0].done; },
+               "operations with the victim");
+        for (Transfer* t : {&from_victim[0], &to_victim[0]}) {
+          RANK_CHECK(t->status.code() == Code::peer_failed, t->status.to_string());
+          RANK_CHECK(t->status.message().find("peer 3") != std::string::npos, t->status.message());
+        }
+        // The survivors still reach each other.
+        std::vector<Transfer> sends(n), recvs(n);
+        for (int peer = 0; peer < kVictim; ++peer) {
+          if (peer == me) continue;
+          recvs[peer].buffer.resize(100000);
+          sends[peer].buffer.assign(100000, std::byte(me));
+          r.channel().recv(peer, 5, recvs[peer].buffer.data(), 100000, record(recvs[peer]));
+          r.channel().send(peer, 5, sends[peer].buffer.data(), 100000, record(sends[peer]));
+        }
+        r.wait(
+            [&] {
+              for (int peer = 0; peer < kVictim; ++peer) {
+                if (peer != me && (!sends[peer].done || !recvs[peer].done)) return false;
+              }
+              return true;
+            },
+            "survivors' exchange");
+        for (int peer = 0; peer < kVictim; ++peer) {
+          if (peer == me) continue;
+          RANK_CHECK(sends[peer].status.ok() && recvs[peer].status.ok(),
+                     sends[peer].status.to_string() + " / " + recvs[peer].status.to_string());
+          RANK_CHECK(recvs[peer].buffer[99999] == std::byte(peer), "survivor payload");
+        }
+        return 0;
+      },
+      options);
+  EXPECT_EQ(exits[3].signal, SIGKILL) << describe(exits);
+  for (int rank = 0; rank < 3; ++rank)
+    EXPECT_TRUE(exits[rank].ok()) << describe(exits);
+}
+
+// Bad device names, ports and GID indexes are clear errors that leave nothing created.
+TEST(VerbsTransport, BadDeviceSettingsAreClearErrors) {
+  auto exits = run_ranks(1, [](int, int) {
+    struct Case {
+      std::string device;
+      int gid;
+      std::string expect;
+    };
+    const Case cases[] = {{"nosuch0", -1, "no device named 'nosuch0' (found: rxe0)"},
+                          {"rxe0:9", -1, "rxe0 has no port 9"},
+                          {"rxe0:x", -1, "port 'x' is not a port number"},
+                          {"rxe0", 4000, "IBCOLL_GID_INDEX: 4000 is past the GID table"},
+                          {"rxe0", 5, "IBCOLL_GID_INDEX: entry 5 of rxe0 is empty"}};
+    for (const Case& c : cases) {
+      try {
+        transport::verbs::Device device(c.device, c.gid);
+        RANK_CHECK(false, "accepted device '" + c.device + "'");
+      } catch (const Error& e) {
+        RANK_CHECK(e.status().code() == Code::invalid_argument, e.what());
+        RANK_CHECK(std::string(e.what()).find(c.expect) != std::string::npos,
+                   std::string(e.what()) + " lacks: " + c.expect);
+      }
+      RANK_CHECK(live_objects().contexts == 0, "a device stayed open");
+    }
+    transport::verbs::Options options;
+    options.srq_depth = 1;
+    try {
+      transport::verbs::VerbsChannel channel(0, 1, options);
+      RANK_CHECK(false, "accepted an SRQ of depth 1");
+    } catch (const Error& e) {
+      RANK_CHECK(std::string(e.what()).find("IBCOLL_SRQ_DEPTH") != std::string::npos, e.what());
+    }
+    RANK_CHECK(live_objects().contexts == 0 && live_objects().pds == 0, "half-created channel");
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// Bad arguments to send/recv throw, name the argument, and change nothing; a receive buffer
+// smaller than the message completes with `truncated` on both paths.
+TEST(VerbsTransport, BadMessageArgumentsAndTruncation) {
+  auto exits = run_ranks(2, [](int me, int) {
+    runtime::VerbsEndpoint r;
+    char byte = 0;
+    const auto ignore = [](const Status&, size_t) {};
+    auto expect_invalid = [&](const std::function<void()>& call, const std::string& expect) {
+      try {
+        call();
+        RANK_CHECK(false, "accepted: " + expect);
+      } catch (const Error& e) {
+        RANK_CHECK(e.status().code() == Code::invalid_argument, e.what());
+        RANK_CHECK(std::string(e.what()).find(expect) != std::string::npos,
+                   std::string(e.what()) + " lacks: " + expect);
+      }
+    };
+    expect_invalid([&] { r.channel().send(2, 0, &byte, 1, ignore); }, "send: peer 2 is outside");
+    expect_invalid([&] { r.channel().send(-1, 0, &byte, 1, ignore); }, "send: peer -1 is outside");
+    expect_invalid([&] { r.channel().recv(me, 0, &byte, 1, ignore); }, "is this process");
+    expect_invalid([&] { r.channel().send(1 - me, 0, nullptr, 5, ignore); }, "buffer is null");
+    expect_invalid([&] { r.channel().recv(1 - me, 0, nullptr, 5, ignore); }, "buffer is null");
+    expect_invalid([&] { r.channel().send(1 - me, 0, &byte, size_t{1} << 40, ignore); },
+                   "exceeds the largest message");
+    expect_invalid([&] { r.channel().send(1 - me, 0, &byte, 1, nullptr); }, "no completion");
+    const auto before = r.channel().counters();
+    RANK_CHECK(before.connections == 0 && before.messages_sent == 0,
+               "a rejected call changed the channel");
+
+    std::vector<std::byte> big(100000, std::byte{7}), small(10);
+    Transfer eager_in, rendezvous_in, eager_out, rendezvous_out;
+    const int peer = 1 - me;
+    r.channel().recv(peer, 1, small.data(), 4, record(eager_in));
+    r.channel().recv(peer, 2, small.data(), 10, record(rendezvous_in));
+    r.channel().send(peer, 1, big.data(), 100, record(eager_out));
+    r.channel().send(peer, 2, big.data(), big.size(), record(rendezvous_out));
+    r.wait(
+        [&] {
+          return eager_in.done && rendezvous_in.done && eager_out.done && rendezvous_out.done;
+        },
+        "truncated transfers");
+    RANK_CHECK(eager_in.status.code() == Code::truncated && eager_in.bytes == 4,
+               eager_in.status.to_string());
+    RANK_CHECK(rendezvous_in.status.code() == Code::truncated && rendezvous_in.bytes == 10,
+               rendezvous_in.status.to_string());
+    RANK_CHECK(eager_out.status.ok() && rendezvous_out.status.ok(), "sender side failed");
+    RANK_CHECK(small[9] == std::byte{7}, "truncated payload not delivered");
+    r.store().barrier("end");
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+}  // namespace
+}  // namespace ibcoll::testing

@@ -1,0 +1,29 @@
+// Forked ranks for multi-process tests (Gloo-style): runtime's local launcher forks the ranks;
+// children report failures through their exit status (RANK_CHECK), never through gtest.
+#pragma once
+
+#include <string>
+
+#include "runtime/bootstrap/local_launch.h"
+
+namespace ibcoll::testing {
+
+using runtime::describe;
+using runtime::RankExit;
+using RankOptions = runtime::LaunchOptions;
+
+inline std::vector<RankExit> run_ranks(int size, const std::function<int(int rank, int size)>& body,
+                                       const RankOptions& options = {}) {
+  return runtime::launch_local_ranks(size, body, options);
+}
+
+[[noreturn]] void rank_check_failed(const char* condition, const char* file, int line,
+                                    const std::string& detail);
+
+}  // namespace ibcoll::testing
+
+// In a rank: fails the rank (exit 1) with the condition, place and detail when false.
+#define RANK_CHECK(cond, detail)                                                          \
+  do {                                                                                    \
+    if (!(cond)) ::ibcoll::testing::rank_check_failed(#cond, __FILE__, __LINE__, detail); \
+  } while (0)

@@ -1,0 +1,115 @@
+// Config: defaults, every parser, and errors that name the variable at fault.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "base/status.h"
+#include "runtime/bootstrap/launch_env.h"
+#include "runtime/config.h"
+
+namespace ibcoll::runtime {
+namespace {
+
+auto lookup_in(const std::map<std::string, std::string>& env) {
+  return [env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+void expect_error_naming(const std::map<std::string, std::string>& env, const std::string& name) {
+  try {
+    Config::from_environment(lookup_in(env));
+    FAIL() << "accepted " << name;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().code(), Code::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, DefaultsComeFromTheTable) {
+  Config c = Config::from_environment(lookup_in({}));
+  EXPECT_EQ(c.log_level, log::Level::warn);
+  EXPECT_EQ(c.timeout, std::chrono::seconds(60));
+  EXPECT_EQ(c.wait, transport::WaitPolicy::adaptive);
+  EXPECT_EQ(c.verbs.eager_limit, 8192u);
+  EXPECT_EQ(c.verbs.srq_depth, 512u);
+  EXPECT_EQ(c.verbs.gid_index, -1);
+  EXPECT_EQ(c.verbs.xrc, transport::verbs::XrcMode::automatic);
+  EXPECT_FALSE(c.verbs.mr_cache);
+  for (const Variable& v : config_variables()) {
+    EXPECT_EQ(std::string(v.name).rfind("IBCOLL_", 0), 0u);
+    EXPECT_NE(std::string(v.description), "");
+  }
+}
+
+TEST(Config, ParsesEveryKind) {
+  Config c = Config::from_environment(lookup_in({{"IBCOLL_LOG", "debug"},
+                                                 {"IBCOLL_TIMEOUT", "1500ms"},
+                                                 {"IBCOLL_WAIT", "event"},
+                                                 {"IBCOLL_GID_INDEX", "3"},
+                                                 {"IBCOLL_XRC", "off"},
+                                                 {"IBCOLL_EAGER_LIMIT", "4k"},
+                                                 {"IBCOLL_SRQ_DEPTH", "64"},
+                                                 {"IBCOLL_MR_CACHE", "1"},
+                                                 {"IBCOLL_MR_CACHE_SIZE", "2G"},
+                                                 {"IBCOLL_KEEPALIVE", "2s"}}));
+  EXPECT_EQ(c.log_level, log::Level::debug);
+  EXPECT_EQ(c.timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(c.verbs.timeout, std::chrono::milliseconds(1500));
+  EXPECT_TRUE(c.verbs.event_channel);
+  EXPECT_EQ(c.verbs.gid_index, 3);
+  EXPECT_EQ(c.verbs.xrc, transport::verbs::XrcMode::off);
+  EXPECT_EQ(c.verbs.eager_limit, 4096u);
+  EXPECT_EQ(c.verbs.srq_depth, 64u);
+  EXPECT_TRUE(c.verbs.mr_cache);
+  EXPECT_EQ(c.verbs.mr_cache_bytes, size_t{2} << 30);
+  EXPECT_EQ(c.verbs.keepalive, std::chrono::seconds(2));
+}
+
+TEST(Config, BadValuesNameTheirVariable) {
+  expect_error_naming({{"IBCOLL_LOG", "loud"}}, "IBCOLL_LOG");
+  expect_error_naming({{"IBCOLL_TIMEOUT", "soon"}}, "IBCOLL_TIMEOUT");
+  expect_error_naming({{"IBCOLL_TIMEOUT", "0"}}, "IBCOLL_TIMEOUT");
+  expect_error_naming({{"IBCOLL_WAIT", "sleepy"}}, "IBCOLL_WAIT");
+  expect_error_naming({{"IBCOLL_GID_INDEX", "-2"}}, "IBCOLL_GID_INDEX");
+  expect_error_naming({{"IBCOLL_XRC", "maybe"}}, "IBCOLL_XRC");
+  expect_error_naming({{"IBCOLL_CM", "tcp"}}, "IBCOLL_CM");
+  expect_error_naming({{"IBCOLL_EAGER_LIMIT", "2G"}}, "IBCOLL_EAGER_LIMIT");
+  expect_error_naming({{"IBCOLL_SRQ_DEPTH", "0"}}, "IBCOLL_SRQ_DEPTH");
+  expect_error_naming({{"IBCOLL_CREDITS", "0"}}, "IBCOLL_CREDITS");
+  expect_error_naming({{"IBCOLL_MR_CACHE", "perhaps"}}, "IBCOLL_MR_CACHE");
+}
+
+TEST(LaunchEnv, ReadsIbcollThenLauncherVariables) {
+  auto info = launch_info_from_environment(
+      lookup_in({{"IBCOLL_RANK", "2"}, {"IBCOLL_SIZE", "4"}, {"IBCOLL_JOB_SECRET", "s"}}));
+  EXPECT_EQ(info.rank, 2);
+  EXPECT_EQ(info.size, 4);
+  EXPECT_EQ(info.secret, "s");
+  info = launch_info_from_environment(
+      lookup_in({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"}}));
+  EXPECT_EQ(info.rank, 1);
+  info = launch_info_from_environment(lookup_in({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "9"}}));
+  EXPECT_EQ(info.size, 9);
+}
+
+TEST(LaunchEnv, MissingOrBadRankIsAClearError) {
+  EXPECT_THROW(launch_info_from_environment(lookup_in({})), Error);
+  try {
+    launch_info_from_environment(lookup_in({{"IBCOLL_RANK", "4"}, {"IBCOLL_SIZE", "4"}}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("IBCOLL_RANK"), std::string::npos);
+  }
+  try {
+    launch_info_from_environment(lookup_in({{"PMI_RANK", "0"}}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PMI_SIZE"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ibcoll::runtime

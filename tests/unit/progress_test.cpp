@@ -1,0 +1,52 @@
+// ProgressEngine: waits drive every poller, honour the deadline, and parse their policy.
+#include <gtest/gtest.h>
+
+#include "base/status.h"
+#include "transport/progress.h"
+
+namespace ibcoll::transport {
+namespace {
+
+struct CountingPoller : Poller {
+  int polls = 0;
+  int events_at = -1;  // report an event on this poll
+  int poll() override { return ++polls == events_at ? 1 : 0; }
+};
+
+TEST(Progress, WaitPollsUntilDone) {
+  ProgressEngine engine(WaitPolicy::spin);
+  CountingPoller a, b;
+  engine.add(&a);
+  engine.add(&b);
+  engine.wait([&] { return a.polls >= 10; }, Deadline(std::chrono::seconds(5)), "ten polls");
+  EXPECT_EQ(a.polls, 10);
+  EXPECT_EQ(b.polls, 10);
+  engine.remove(&b);
+  EXPECT_EQ(engine.progress(), 0);
+  EXPECT_EQ(b.polls, 10);
+}
+
+TEST(Progress, WaitThrowsTimeoutNamingTheOperation) {
+  for (auto policy : {WaitPolicy::spin, WaitPolicy::adaptive, WaitPolicy::event}) {
+    ProgressEngine engine(policy);
+    CountingPoller p;
+    engine.add(&p);
+    try {
+      engine.wait([] { return false; }, Deadline(std::chrono::milliseconds(30)), "never");
+      FAIL() << "no timeout";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status().code(), Code::timeout);
+      EXPECT_NE(std::string(e.what()).find("never"), std::string::npos);
+    }
+    EXPECT_GT(p.polls, 0);
+  }
+}
+
+TEST(Progress, ParsesPolicies) {
+  EXPECT_EQ(parse_wait_policy("spin"), WaitPolicy::spin);
+  EXPECT_EQ(parse_wait_policy("event"), WaitPolicy::event);
+  EXPECT_THROW(parse_wait_policy("busy"), Error);
+}
+
+}  // namespace
+}  // namespace ibcoll::transport

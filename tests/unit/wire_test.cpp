@@ -1,0 +1,88 @@
+// Wire headers: well-formed messages parse; anything truncated, foreign or of a newer version
+// is rejected rather than trusted.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "transport/wire.h"
+
+namespace ibcoll::transport::wire {
+namespace {
+
+std::vector<std::byte> encode(const MessageHeader& h, size_t body) {
+  std::vector<std::byte> bytes(sizeof(h) + body);
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  return bytes;
+}
+
+TEST(Wire, EagerMessageRoundTrips) {
+  MessageHeader h;
+  h.type = Type::eager;
+  h.source = 5;
+  h.tag = 0x1122334455667788ull;
+  h.length = 10;
+  h.credits = 3;
+  auto bytes = encode(h, 10);
+  auto parsed = parse_message(bytes.data(), bytes.size());
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->source, 5u);
+  EXPECT_EQ(parsed->tag, h.tag);
+  EXPECT_EQ(parsed->length, 10u);
+  EXPECT_EQ(parsed->credits, 3u);
+  EXPECT_EQ(body_size(*parsed), 10u);
+}
+
+TEST(Wire, RejectsTruncatedPayload) {
+  MessageHeader h;
+  h.length = 100;
+  auto bytes = encode(h, 99);
+  EXPECT_FALSE(parse_message(bytes.data(), bytes.size()));
+  EXPECT_FALSE(parse_message(bytes.data(), sizeof(h) - 1));
+}
+
+TEST(Wire, RejectsForeignMagicVersionAndType) {
+  MessageHeader h;
+  h.magic = 0xdead;
+  auto bytes = encode(h, 0);
+  EXPECT_FALSE(parse_message(bytes.data(), bytes.size()));
+  h = {};
+  h.version = kVersion + 1;
+  bytes = encode(h, 0);
+  EXPECT_FALSE(parse_message(bytes.data(), bytes.size()));
+  h = {};
+  h.type = Type::handshake_request;  // never valid on a connection
+  bytes = encode(h, 0);
+  EXPECT_FALSE(parse_message(bytes.data(), bytes.size()));
+}
+
+TEST(Wire, RendezvousBodiesAreRequired) {
+  MessageHeader h;
+  h.type = Type::rts;
+  h.length = 1 << 30;  // the total, not what follows
+  auto bytes = encode(h, sizeof(RendezvousRequest));
+  ASSERT_TRUE(parse_message(bytes.data(), bytes.size()));
+  EXPECT_FALSE(parse_message(bytes.data(), bytes.size() - 1));
+  h.type = Type::cts;
+  bytes = encode(h, sizeof(ReadyToReceive) - 1);
+  EXPECT_FALSE(parse_message(bytes.data(), bytes.size()));
+}
+
+TEST(Wire, HandshakeParsesOnlyHandshakeTypes) {
+  HandshakeMessage m;
+  m.type = Type::handshake_reply;
+  m.qp_num = 77;
+  m.incarnation = 9;
+  std::byte bytes[sizeof(m)];
+  std::memcpy(bytes, &m, sizeof(m));
+  auto parsed = parse_handshake(bytes, sizeof(bytes));
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->qp_num, 77u);
+  EXPECT_FALSE(parse_handshake(bytes, sizeof(bytes) - 1));
+  m.type = Type::eager;
+  std::memcpy(bytes, &m, sizeof(m));
+  EXPECT_FALSE(parse_handshake(bytes, sizeof(bytes)));
+}
+
+}  // namespace
+}  // namespace ibcoll::transport::wire

@@ -1,0 +1,32 @@
+// Channel: how collectives move bytes, whatever the transport underneath (verbs, shm).
+// Messages are matched by (peer, tag) in the order they were sent. Completions run from the
+// transport's poll(), i.e. from ProgressEngine::progress(); errors arrive through the same
+// callback with a non-ok Status. Bad arguments throw Error(invalid_argument) and change nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "base/status.h"
+#include "transport/progress.h"
+
+namespace ibcoll::transport {
+
+// Called once per operation; `bytes` is the length received (or sent).
+using Completion = std::function<void(const Status& status, size_t bytes)>;
+
+class Channel : public Poller {
+ public:
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The largest message this channel accepts.
+  virtual size_t max_message_size() const = 0;
+
+  // `buffer` must stay valid until `done` runs.
+  virtual void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) = 0;
+  // Receives a message of at most `capacity` bytes; a longer one completes with truncated.
+  virtual void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) = 0;
+};
+
+}  // namespace ibcoll::transport

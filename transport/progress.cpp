@@ -1,0 +1,87 @@
+#include "transport/progress.h"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+
+#include "base/status.h"
+
+namespace ibcoll::transport {
+namespace {
+// Idle polls before a waiter stops spinning: long enough to catch a reply that is a few
+// microseconds away, short enough to give the core back quickly when ranks outnumber cores.
+constexpr int kSpinPolls = 2000;
+constexpr int kMaxSleepMs = 10;
+}  // namespace
+
+WaitPolicy parse_wait_policy(const std::string& text) {
+  if (text == "spin") return WaitPolicy::spin;
+  if (text == "adaptive") return WaitPolicy::adaptive;
+  if (text == "event") return WaitPolicy::event;
+  throw Error(Code::invalid_argument,
+              "IBCOLL_WAIT: unknown policy '" + text + "' (expected spin|adaptive|event)");
+}
+
+const char* wait_policy_name(WaitPolicy policy) {
+  switch (policy) {
+    case WaitPolicy::spin:
+      return "spin";
+    case WaitPolicy::adaptive:
+      return "adaptive";
+    case WaitPolicy::event:
+      return "event";
+  }
+  return "?";
+}
+
+void ProgressEngine::add(Poller* poller) {
+  pollers_.push_back(poller);
+}
+
+void ProgressEngine::remove(Poller* poller) {
+  std::erase(pollers_, poller);
+}
+
+int ProgressEngine::progress() {
+  int events = 0;
+  for (Poller* p : pollers_)
+    events += p->poll();
+  return events;
+}
+
+void ProgressEngine::wait(const std::function<bool()>& done, Deadline deadline, const char* what) {
+  int idle = 0;
+  while (!done()) {
+    if (progress() > 0) {
+      idle = 0;
+      continue;
+    }
+    if (deadline.expired()) {
+      throw Error(Code::timeout, std::string(what) +
+                                     " did not complete before the deadline "
+                                     "(IBCOLL_TIMEOUT)");
+    }
+    if (policy_ == WaitPolicy::spin || ++idle < kSpinPolls) continue;
+    if (policy_ == WaitPolicy::event) {
+      sleep_on_events(deadline);
+    } else {
+      sched_yield();
+    }
+  }
+}
+
+void ProgressEngine::sleep_on_events(Deadline deadline) {
+  std::vector<pollfd> fds;
+  for (Poller* p : pollers_) {
+    int fd = p->arm_event_fd();
+    if (fd < 0) return;  // someone cannot sleep: keep polling
+    fds.push_back({fd, POLLIN, 0});
+  }
+  // Events that arrived between the last poll and arming are caught by the poll after this.
+  if (progress() > 0) return;
+  int ms = static_cast<int>(std::min<long>(deadline.remaining().count(), kMaxSleepMs));
+  ::poll(fds.data(), fds.size(), ms);
+}
+
+}  // namespace ibcoll::transport

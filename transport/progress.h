@@ -1,0 +1,52 @@
+// Progress engine: polling-driven and single-threaded. progress() polls every registered
+// Poller once and returns how many events ran; wait() loops progress() until a condition holds
+// or the deadline passes, spinning, yielding or sleeping according to the wait policy.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "base/deadline.h"
+
+namespace ibcoll::transport {
+
+enum class WaitPolicy {
+  spin,      // poll continuously: lowest latency, burns the core
+  adaptive,  // spin a while, then yield the core between polls (ranks may outnumber cores)
+  event,     // spin a while, then sleep on the pollers' file descriptors until an event
+};
+
+WaitPolicy parse_wait_policy(const std::string& text);  // throws Error(invalid_argument)
+const char* wait_policy_name(WaitPolicy policy);
+
+class Poller {
+ public:
+  virtual ~Poller() = default;
+  // Handle whatever completed; return the number of events handled. Never blocks.
+  virtual int poll() = 0;
+  // For the event policy: arm notification and return an fd that becomes readable on the next
+  // event, or -1 if this poller cannot sleep (then the engine keeps polling it).
+  virtual int arm_event_fd() { return -1; }
+};
+
+class ProgressEngine {
+ public:
+  explicit ProgressEngine(WaitPolicy policy = WaitPolicy::adaptive) : policy_(policy) {}
+
+  void add(Poller* poller);
+  void remove(Poller* poller);
+  int progress();
+
+  // Drives progress until done() is true. Throws Error(timeout) naming `what` at the deadline.
+  void wait(const std::function<bool()>& done, Deadline deadline, const char* what);
+
+  WaitPolicy policy() const { return policy_; }
+
+ private:
+  void sleep_on_events(Deadline deadline);
+
+  WaitPolicy policy_;
+  std::vector<Poller*> pollers_;
+};
+
+}  // namespace ibcoll::transport

@@ -1,0 +1,156 @@
+#include "transport/verbs/device.h"
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "base/log.h"
+#include "base/status.h"
+#include "transport/verbs/handles.h"
+
+namespace ibcoll::transport::verbs {
+namespace {
+
+struct DeviceListDeleter {
+  void operator()(ibv_device** list) const { ibv_free_device_list(list); }
+};
+using DeviceList = std::unique_ptr<ibv_device*[], DeviceListDeleter>;
+
+bool is_ipv4_mapped(const ibv_gid& gid) {
+  static const uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(gid.raw, prefix, sizeof(prefix)) == 0;
+}
+
+bool is_zero(const ibv_gid& gid) {
+  static const uint8_t zero[16] = {};
+  return std::memcmp(gid.raw, zero, sizeof(zero)) == 0;
+}
+
+int parse_port(const std::string& text) {
+  char* end = nullptr;
+  long port = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || port < 1 || port > 255) {
+    throw Error(Code::invalid_argument,
+                "IBCOLL_DEVICE: port '" + text + "' is not a port number (expected name[:port])");
+  }
+  return static_cast<int>(port);
+}
+
+}  // namespace
+
+Device::Device(const std::string& spec, int gid_index) {
+  std::string name = spec;
+  int port = 0;
+  if (auto colon = spec.find(':'); colon != std::string::npos) {
+    name = spec.substr(0, colon);
+    port = parse_port(spec.substr(colon + 1));
+  }
+  open(name, port);
+  try {
+    choose_gid(gid_index);
+  } catch (...) {
+    close();
+    throw;
+  }
+  IBCOLL_LOG(info, "verbs device " << name_ << " port " << int(port_) << " ("
+                                   << (is_ethernet() ? "Ethernet" : "InfiniBand") << "), "
+                                   << (is_ethernet() ? "GID index " : "LID ")
+                                   << (is_ethernet() ? gid_index_ : address_.lid));
+}
+
+Device::~Device() {
+  close();
+}
+
+void Device::close() {
+  if (context_ && ibv_close_device(context_) == 0) --live_objects().contexts;
+  context_ = nullptr;
+}
+
+void Device::open(const std::string& name, int port) {
+  int count = 0;
+  DeviceList list(ibv_get_device_list(&count));
+  if (!list || count == 0) {
+    throw Error(Code::not_supported, "no RDMA devices found (is a verbs provider installed?)");
+  }
+  std::string seen;
+  for (int i = 0; i < count; ++i) {
+    std::string this_name = ibv_get_device_name(list[i]);
+    seen += (seen.empty() ? "" : ", ") + this_name;
+    if (!name.empty() && this_name != name) continue;
+
+    ibv_context* ctx = ibv_open_device(list[i]);
+    if (!ctx) throw_errno("ibv_open_device(" + this_name + ")", errno);
+    ibv_device_attr attr{};
+    if (int rc = ibv_query_device(ctx, &attr)) {
+      ibv_close_device(ctx);
+      throw_errno("ibv_query_device(" + this_name + ")", rc);
+    }
+    if (port > attr.phys_port_cnt) {
+      ibv_close_device(ctx);
+      throw Error(Code::invalid_argument, "IBCOLL_DEVICE: " + this_name + " has no port " +
+                                              std::to_string(port) + " (it has " +
+                                              std::to_string(attr.phys_port_cnt) + ")");
+    }
+    for (int p = port ? port : 1; p <= (port ? port : attr.phys_port_cnt); ++p) {
+      ibv_port_attr pattr{};
+      if (ibv_query_port(ctx, p, &pattr) != 0) continue;
+      if (pattr.state != IBV_PORT_ACTIVE) {
+        if (port) {
+          ibv_close_device(ctx);
+          throw Error(Code::not_supported, "IBCOLL_DEVICE: " + this_name + " port " +
+                                               std::to_string(p) + " is not active");
+        }
+        continue;
+      }
+      context_ = ctx;
+      ++live_objects().contexts;
+      name_ = this_name;
+      port_ = static_cast<uint8_t>(p);
+      attr_ = attr;
+      port_attr_ = pattr;
+      return;
+    }
+    ibv_close_device(ctx);
+  }
+  if (!name.empty() && seen.find(name) == std::string::npos) {
+    throw Error(Code::invalid_argument,
+                "IBCOLL_DEVICE: no device named '" + name + "' (found: " + seen + ")");
+  }
+  throw Error(Code::not_supported, "no active port on " + (name.empty() ? seen : name));
+}
+
+void Device::choose_gid(int requested) {
+  address_.port = port_;
+  address_.lid = port_attr_.lid;
+  if (!is_ethernet() && requested < 0) return;  // InfiniBand: route by LID
+
+  const int table = port_attr_.gid_tbl_len;
+  if (requested >= table) {
+    throw Error(Code::invalid_argument, "IBCOLL_GID_INDEX: " + std::to_string(requested) +
+                                            " is past the GID table of " + name_ + " (" +
+                                            std::to_string(table) + " entries)");
+  }
+  int best = -1, best_score = 0;
+  for (int i = requested >= 0 ? requested : 0; i < (requested >= 0 ? requested + 1 : table); ++i) {
+    ibv_gid_entry entry{};
+    if (ibv_query_gid_ex(context_, port_, i, &entry, 0) != 0 || is_zero(entry.gid)) continue;
+    int score = 1 + (entry.gid_type == IBV_GID_TYPE_ROCE_V2) * 2 + is_ipv4_mapped(entry.gid);
+    if (score > best_score) best = i, best_score = score;
+  }
+  if (best < 0) {
+    if (requested >= 0) {
+      throw Error(Code::invalid_argument, "IBCOLL_GID_INDEX: entry " + std::to_string(requested) +
+                                              " of " + name_ + " is empty");
+    }
+    throw Error(Code::not_supported, "no usable GID on " + name_);
+  }
+  ibv_gid gid{};
+  if (int rc = ibv_query_gid(context_, port_, best, &gid)) throw_errno("ibv_query_gid", rc);
+  std::memcpy(address_.gid, gid.raw, sizeof(address_.gid));
+  address_.global = 1;
+  gid_index_ = best;
+}
+
+}  // namespace ibcoll::transport::verbs

@@ -1,0 +1,53 @@
+#include "transport/verbs/handles.h"
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "base/log.h"
+#include "base/status.h"
+
+namespace ibcoll::transport::verbs {
+
+LiveObjects& live_objects() {
+  static LiveObjects objects;
+  return objects;
+}
+
+void report_destroy_failure(const char* what, int rc) {
+  IBCOLL_LOG(warn, "destroying a verbs object (" << what << ") failed: " << std::strerror(rc)
+                                                 << "; is something still using it?");
+}
+
+ProtectionDomain allocate_pd(ibv_context* context) {
+  ProtectionDomain pd(ibv_alloc_pd(context));
+  if (!pd) throw_errno("ibv_alloc_pd", errno);
+  ++live_objects().pds;
+  return pd;
+}
+
+MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length) {
+  constexpr int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  MemoryRegion mr(ibv_reg_mr(pd, address, length, access));
+  if (!mr) throw_errno("ibv_reg_mr of " + std::to_string(length) + " bytes", errno);
+  ++live_objects().mrs;
+  return mr;
+}
+
+QueuePairHandle create_qp(ibv_pd* pd, ibv_qp_init_attr& init) {
+  QueuePairHandle qp(ibv_create_qp(pd, &init));
+  if (!qp) {
+    throw_errno("ibv_create_qp (" + std::to_string(init.cap.max_send_wr) + " send WRs)", errno);
+  }
+  ++live_objects().qps;
+  return qp;
+}
+
+AddressHandle create_ah(ibv_pd* pd, ibv_ah_attr& attr) {
+  AddressHandle ah(ibv_create_ah(pd, &attr));
+  if (!ah) throw_errno("ibv_create_ah", errno);
+  ++live_objects().ahs;
+  return ah;
+}
+
+}  // namespace ibcoll::transport::verbs

@@ -1,0 +1,36 @@
+// Settings of the verbs transport. runtime/config fills them from IBCOLL_* variables; tests
+// may build them directly.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ibcoll::transport::verbs {
+
+enum class XrcMode { automatic, on, off };
+enum class ConnectMode { ud, rdmacm };
+
+struct Options {
+  std::string device;  // "name" or "name:port"; empty: the first device with an active port
+  int gid_index = -1;  // -1: prefer an IPv4-mapped RoCE v2 GID
+  XrcMode xrc = XrcMode::automatic;
+  ConnectMode connect = ConnectMode::ud;
+  size_t eager_limit = 8192;  // larger messages go by rendezvous (RDMA write with immediate)
+  uint32_t srq_depth = 512;   // receive buffers in the one shared receive queue
+  uint32_t credits = 32;      // per-peer cap on unacknowledged messages into our SRQ
+  bool mr_cache = false;      // keep user buffers registered between transfers
+  size_t mr_cache_bytes = size_t{1} << 30;
+  std::chrono::milliseconds timeout{60000};        // connection set-up and liveness
+  std::chrono::milliseconds handshake_retry{200};  // resend an unanswered handshake
+  std::chrono::milliseconds keepalive{1000};       // probe a quiet peer we wait on
+  bool event_channel = false;   // create a completion channel (IBCOLL_WAIT=event)
+  std::string xrc_domain_file;  // shared by the job's processes on a node; empty: default
+};
+
+const char* xrc_mode_name(XrcMode mode);
+XrcMode parse_xrc_mode(const std::string& text);          // throws Error(invalid_argument)
+ConnectMode parse_connect_mode(const std::string& text);  // throws Error(invalid_argument)
+
+}  // namespace ibcoll::transport::verbs

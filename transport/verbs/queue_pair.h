@@ -1,0 +1,81 @@
+// Queue pairs. RcQueuePair: one reliable connection to one peer, receiving into the shared SRQ.
+// UdQueuePair: the process's connectionless QP for handshakes, with its own receive ring
+// (each receive starts with the 40-byte GRH). Capabilities are read back after creation.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "transport/verbs/device.h"
+#include "transport/verbs/handles.h"
+
+namespace ibcoll::transport::verbs {
+
+// RC timing: ack timeout 4.096 µs * 2^14 ≈ 67 ms, 7 transport retries, so a dead peer is seen
+// in about half a second; rnr_retry 7 means "retry forever": an empty SRQ slows the sender
+// instead of failing it (credits keep that rare).
+constexpr uint8_t kAckTimeout = 14;
+constexpr uint8_t kRetryCount = 7;
+constexpr uint8_t kRnrRetryInfinite = 7;
+constexpr uint8_t kMinRnrTimer = 12;  // 0.64 ms
+
+struct QueueCaps {
+  uint32_t max_send_wr = 0;
+  uint32_t max_inline_data = 0;
+};
+
+class RcQueuePair {
+ public:
+  RcQueuePair(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_depth, const Device& device);
+
+  uint32_t qp_num() const { return qp_->qp_num; }
+  uint32_t psn() const { return psn_; }
+  const QueueCaps& caps() const { return caps_; }
+  ibv_qp* get() const { return qp_.get(); }
+  // INIT → RTR → RTS towards the remote QP.
+  void connect(const PortAddress& remote, uint32_t remote_qp_num, uint32_t remote_psn);
+
+ private:
+  const Device& device_;
+  QueuePairHandle qp_;
+  QueueCaps caps_;
+  uint32_t psn_;
+};
+
+class UdQueuePair {
+ public:
+  static constexpr size_t kGrhBytes = 40;
+
+  UdQueuePair(ibv_pd* pd, ibv_cq* cq, const Device& device, uint32_t qkey, uint32_t depth,
+              size_t message_size);
+
+  uint32_t qp_num() const { return qp_->qp_num; }
+  uint32_t qkey() const { return qkey_; }
+  // The datagram of a completed receive (after the GRH); repost it when done.
+  const std::byte* payload(uint32_t index) const { return slot(index) + kGrhBytes; }
+  void repost(uint32_t index);
+  // Sends `length` bytes (copied into a registered slot) to the remote UD QP.
+  void send(ibv_ah* ah, uint32_t remote_qp_num, const void* data, size_t length);
+  void send_completed() { --sends_in_flight_; }
+  AddressHandle make_address_handle(const PortAddress& remote) const;
+
+ private:
+  std::byte* slot(uint32_t index) const { return slab_.get() + size_t{index} * slot_size_; }
+
+  const Device& device_;
+  ibv_pd* pd_;
+  uint32_t qkey_;
+  uint32_t depth_;
+  size_t slot_size_;
+  std::unique_ptr<std::byte[]> slab_;  // depth receive slots, then depth send slots
+  MemoryRegion mr_;
+  QueuePairHandle qp_;  // last: destroyed first, while the slots it points into still exist
+  uint32_t next_send_slot_ = 0;
+  uint32_t sends_in_flight_ = 0;
+  uint32_t max_send_wr_ = 0;
+};
+
+}  // namespace ibcoll::transport::verbs

@@ -1,0 +1,111 @@
+#include "transport/verbs/receive_queue.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "base/log.h"
+#include "base/status.h"
+#include "transport/verbs/work_id.h"
+
+namespace ibcoll::transport::verbs {
+namespace {
+constexpr size_t kPage = 4096;
+constexpr uint32_t kRefillBatch = 16;
+}  // namespace
+
+SharedReceiveQueue::SharedReceiveQueue(ibv_context* context, ibv_pd* pd, uint32_t depth,
+                                       size_t buffer_size, ibv_xrcd* xrcd, ibv_cq* cq) {
+  ibv_srq_init_attr_ex init{};
+  init.attr.max_wr = depth;
+  init.attr.max_sge = 1;
+  init.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+  init.srq_type = IBV_SRQT_BASIC;
+  init.pd = pd;
+  if (xrcd) {
+    init.srq_type = IBV_SRQT_XRC;
+    init.xrcd = xrcd;
+    init.cq = cq;
+    init.comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  }
+  srq_ = ibv_create_srq_ex(context, &init);
+  if (!srq_) throw_errno("ibv_create_srq_ex of depth " + std::to_string(depth), errno);
+  ++live_objects().srqs;
+  depth_ = depth;  // the provider may grant more (init.attr.max_wr); we post what we asked for
+  buffer_size_ = (buffer_size + 63) / 64 * 64;
+
+  const size_t bytes = (size_t{depth_} * buffer_size_ + kPage - 1) / kPage * kPage;
+  auto* raw = static_cast<std::byte*>(std::aligned_alloc(kPage, bytes));
+  if (!raw) {
+    destroy_srq();
+    throw Error(Code::system_error,
+                "cannot allocate " + std::to_string(bytes) + " bytes of receive buffers");
+  }
+  slab_ = {raw, [](std::byte* p) { std::free(p); }};
+  try {
+    mr_ = register_memory(pd, raw, bytes);
+    for (uint32_t i = 0; i < depth_; ++i)
+      released_.push_back(i);
+    refill(true);
+    arm_limit();
+  } catch (...) {
+    destroy_srq();
+    throw;
+  }
+}
+
+SharedReceiveQueue::~SharedReceiveQueue() {
+  // The SRQ goes first (its posted work requests point into the slab), then the MR, then the slab.
+  destroy_srq();
+}
+
+void SharedReceiveQueue::destroy_srq() {
+  if (int rc = ibv_destroy_srq(srq_)) {
+    report_destroy_failure("ibv_destroy_srq", rc);
+  } else {
+    --live_objects().srqs;
+  }
+}
+
+uint32_t SharedReceiveQueue::srq_num() const {
+  uint32_t num = 0;
+  if (int rc = ibv_get_srq_num(srq_, &num)) throw_errno("ibv_get_srq_num", rc);
+  return num;
+}
+
+int SharedReceiveQueue::refill(bool force) {
+  if (released_.empty() || (!force && released_.size() < kRefillBatch && posted_ > depth_ / 4)) {
+    return 0;
+  }
+  std::vector<ibv_recv_wr> wrs(released_.size());
+  std::vector<ibv_sge> sges(released_.size());
+  for (size_t i = 0; i < released_.size(); ++i) {
+    sges[i] = {reinterpret_cast<uint64_t>(buffer(released_[i])),
+               static_cast<uint32_t>(buffer_size_), mr_->lkey};
+    wrs[i].wr_id = make_work_id(WorkKind::srq_receive, released_[i]);
+    wrs[i].sg_list = &sges[i];
+    wrs[i].num_sge = 1;
+    wrs[i].next = i + 1 < wrs.size() ? &wrs[i + 1] : nullptr;
+  }
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = ibv_post_srq_recv(srq_, wrs.data(), &bad)) throw_errno("ibv_post_srq_recv", rc);
+  const int count = static_cast<int>(released_.size());
+  posted_ += count;
+  released_.clear();
+  return count;
+}
+
+void SharedReceiveQueue::on_limit_reached() {
+  ++limit_events_;
+  IBCOLL_LOG(debug, "SRQ limit reached (" << posted_ << " of " << depth_ << " posted)");
+  refill(true);
+  arm_limit();
+}
+
+void SharedReceiveQueue::arm_limit() {
+  ibv_srq_attr attr{};
+  attr.srq_limit = std::max<uint32_t>(1, depth_ / 8);
+  if (int rc = ibv_modify_srq(srq_, &attr, IBV_SRQ_LIMIT)) throw_errno("ibv_modify_srq(limit)", rc);
+}
+
+}  // namespace ibcoll::transport::verbs

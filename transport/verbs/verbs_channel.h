@@ -1,0 +1,185 @@
+// VerbsChannel: the Channel over verbs. One CQ, one SRQ for every peer, RC connections made on
+// demand (Connector), and for each peer:
+//  - eager messages (≤ eager_limit) copied into the peer's SRQ buffers;
+//  - rendezvous for larger ones: request → the receiver registers its buffer and answers →
+//    RDMA write with immediate straight into it;
+//  - credits: a peer may have at most `credits` messages in our SRQ; we return credits as we
+//    consume them (piggybacked, or in a credit message), so a many-to-one burst never
+//    exhausts the SRQ;
+//  - failures: an error completion, a fatal async event or a handshake past its deadline fails
+//    every operation that depends on that peer, with the verbs status in the message.
+// Completions run from poll(); nothing runs inside send()/recv().
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/channel.h"
+#include "transport/match_table.h"
+#include "transport/verbs/completion_queue.h"
+#include "transport/verbs/connector.h"
+#include "transport/verbs/device.h"
+#include "transport/verbs/handles.h"
+#include "transport/verbs/mr_cache.h"
+#include "transport/verbs/options.h"
+#include "transport/verbs/receive_queue.h"
+#include "transport/verbs/xrc_domain.h"
+#include "transport/wire.h"
+
+namespace ibcoll::transport::verbs {
+
+struct ChannelCounters {
+  uint64_t connections = 0;  // RC QPs this process created
+  uint64_t shared_receive_queues = 0;
+  uint64_t posted_receives = 0;  // SRQ buffers posted now
+  uint64_t srq_depth = 0;
+  uint64_t messages_sent = 0, messages_received = 0;
+  uint64_t bytes_sent = 0, bytes_received = 0;
+  uint64_t rendezvous_sent = 0;
+  uint64_t credit_stalls = 0;    // times a send waited for credits
+  uint64_t credit_messages = 0;  // explicit credit returns sent
+  uint64_t keepalives_sent = 0;
+  uint64_t handshake_retries = 0;
+  uint64_t srq_limit_events = 0;
+  uint64_t failed_peers = 0;
+  uint64_t registration_hits = 0, registration_misses = 0;
+};
+
+class VerbsChannel final : public Channel, private Connector::Listener {
+ public:
+  VerbsChannel(int rank, int size, const Options& options);
+  ~VerbsChannel() override;
+
+  // Exchange these through the bootstrap, then hand every rank's to set_peer_addresses().
+  EndpointAddress local_address() const;
+  void set_peer_addresses(std::vector<EndpointAddress> addresses);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  size_t max_message_size() const override;
+  void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
+  void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
+  int poll() override;
+  int arm_event_fd() override { return cq_->arm(); }
+
+  ChannelCounters counters() const;
+  const Device& device() const { return *device_; }
+  bool uses_xrc() const { return xrc_ != nullptr; }
+
+ private:
+  struct SendOp {
+    int peer;
+    uint64_t tag;
+    const std::byte* data;
+    size_t length;
+    Completion done;
+    RegistrationCache::Entry* registration = nullptr;
+    wire::ReadyToReceive target{};  // from the receiver's answer (rendezvous)
+    uint32_t write_chunks = 0;
+  };
+  struct PostedRecv {
+    std::byte* buffer;
+    size_t capacity;
+    Completion done;
+  };
+  struct Arrival {
+    wire::Type type;
+    std::vector<std::byte> payload;  // eager
+    uint32_t send_id = 0;            // rts
+    uint64_t length = 0;             // rts
+  };
+  struct RendezvousRecv {
+    int peer;
+    std::byte* buffer;
+    size_t length;
+    uint64_t offered;  // bytes the sender has
+    uint32_t send_id;
+    Completion done;
+    RegistrationCache::Entry* registration = nullptr;
+  };
+  // What waits in a peer's send queue, in order. Credit, ready and keepalive messages are not
+  // queued: they carry no order and must pass a queue stalled on credits.
+  struct Outgoing {
+    wire::Type type;  // eager, rts, cts, or cts' answer: an RDMA write (type eager unused)
+    uint32_t id;      // SendOp for eager/rts/write, RendezvousRecv for cts
+    bool rdma_write = false;
+  };
+  struct Peer {
+    std::deque<Outgoing> outgoing;
+    uint32_t send_credits = 0;
+    uint32_t credits_to_return = 0;
+    uint32_t in_flight = 0;  // work requests on the QP
+    uint32_t max_send_wr = 0;
+    uint32_t open_ops = 0;  // our sends and receives that depend on the peer
+    bool connected = false, announce = false, keepalive = false, failed = false;
+    bool probe_outstanding = false;  // a keepalive not yet acknowledged
+    Status failure;
+    Clock::time_point last_heard{}, last_keepalive{}, probe_sent{};
+  };
+  struct SendSlot {
+    int peer = -1;
+    uint32_t op = 0;     // SendOp that completes with this slot (eager), 0 for none
+    bool probe = false;  // a keepalive
+  };
+
+  // Connector::Listener
+  void on_connected(int peer, bool announce) override;
+  void on_connect_failed(int peer, const Status& status) override { fail_peer(peer, status); }
+
+  void check_peer(int peer, const char* call) const;
+  void ensure_connected(int peer);
+  void handle(const ibv_wc& wc);
+  void on_receive(const ibv_wc& wc);
+  void on_message(int peer, const std::byte* bytes, size_t size);
+  void on_send_done(const ibv_wc& wc);
+  void on_write_done(const ibv_wc& wc);
+  void on_async_event();
+  void on_tick(Clock::time_point now);
+  void deliver_eager(int peer, PostedRecv& recv, const std::byte* payload, size_t length);
+  void start_rendezvous_recv(int peer, PostedRecv recv, uint32_t send_id, uint64_t offered);
+
+  void pump(int peer);
+  bool post_outgoing(int peer, const Outgoing& item);
+  bool post_control(int peer, wire::Type type);
+  bool post_message(int peer, const wire::MessageHeader& header, const void* body, size_t body_size,
+                    const void* payload, size_t payload_size, uint32_t op);
+  bool has_room(int peer, uint32_t wrs) const;
+  void fail_peer(int peer, const Status& status);
+  void complete_later(Completion done, Status status, size_t bytes);
+  uint32_t new_id();
+  Status completion_error(const ibv_wc& wc, int peer, const char* what) const;
+
+  Options options_;
+  int rank_, size_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<XrcDomain> xrc_;
+  ProtectionDomain pd_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::unique_ptr<SharedReceiveQueue> srq_;
+  std::unique_ptr<std::byte[]> send_slab_;
+  MemoryRegion send_mr_;
+  std::unique_ptr<RegistrationCache> registrations_;
+  std::unique_ptr<Connector> connector_;  // owns the QPs: destroyed first
+
+  size_t slot_size_;
+  std::vector<SendSlot> slots_;
+  std::vector<uint32_t> free_slots_;
+  uint32_t cq_budget_ = 0;  // signaled sends allowed in flight: the CQ can never overflow
+  uint32_t cq_in_flight_ = 0;
+  uint32_t credits_granted_ = 0;
+  std::vector<Peer> peers_;
+  std::unordered_map<uint32_t, SendOp> sends_;
+  std::unordered_map<uint32_t, RendezvousRecv> rendezvous_;
+  MatchTable<PostedRecv, Arrival> matches_;
+  std::vector<std::tuple<Completion, Status, size_t>> deferred_;
+  bool starved_ = false;  // a send waited for a slot or CQ room shared by all peers
+  uint32_t next_id_ = 1;
+  uint32_t polls_since_tick_ = 0;
+  Clock::time_point next_tick_{};
+  ChannelCounters counters_;
+};
+
+}  // namespace ibcoll::transport::verbs

@@ -1,0 +1,49 @@
+#include "transport/wire.h"
+
+#include <cstring>
+
+namespace ibcoll::transport::wire {
+
+size_t body_size(const MessageHeader& header) {
+  switch (header.type) {
+    case Type::eager:
+      return header.length;
+    case Type::rts:
+      return sizeof(RendezvousRequest);
+    case Type::cts:
+      return sizeof(ReadyToReceive);
+    default:
+      return 0;
+  }
+}
+
+std::optional<MessageHeader> parse_message(const void* bytes, size_t size) {
+  MessageHeader h;
+  if (size < sizeof(h)) return std::nullopt;
+  std::memcpy(&h, bytes, sizeof(h));
+  if (h.magic != kMagic || h.version != kVersion) return std::nullopt;
+  switch (h.type) {
+    case Type::eager:
+    case Type::rts:
+    case Type::cts:
+    case Type::credit:
+    case Type::ready:
+    case Type::keepalive:
+      break;
+    default:
+      return std::nullopt;
+  }
+  if (body_size(h) > size - sizeof(h)) return std::nullopt;
+  return h;
+}
+
+std::optional<HandshakeMessage> parse_handshake(const void* bytes, size_t size) {
+  HandshakeMessage m;
+  if (size < sizeof(m)) return std::nullopt;
+  std::memcpy(&m, bytes, sizeof(m));
+  if (m.magic != kMagic || m.version != kVersion) return std::nullopt;
+  if (m.type != Type::handshake_request && m.type != Type::handshake_reply) return std::nullopt;
+  return m;
+}
+
+}  // namespace ibcoll::transport::wire

@@ -1,0 +1,75 @@
+// Headers on the wire. Every message starts with a MessageHeader; handshake datagrams (UD) are
+// a HandshakeMessage. Fields are little-endian (the only byte order ibcoll runs on); parse_*
+// checks magic, version, type and length so a stray or truncated packet is rejected, not
+// trusted.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace ibcoll::transport::wire {
+
+constexpr uint16_t kMagic = 0x1BC0;
+constexpr uint8_t kVersion = 1;
+
+enum class Type : uint8_t {
+  eager = 1,          // payload follows the header
+  rts,                // rendezvous request: length = total bytes; RendezvousRequest follows
+  cts,                // rendezvous reply: ReadyToReceive follows; the data comes by RDMA write
+  credit,             // returns receive credits only
+  ready,              // first message on a new connection: the sender is ready to receive
+  keepalive,          // probes a quiet peer so a dead one is noticed
+  handshake_request,  // over UD: please connect to my endpoint
+  handshake_reply,    // over UD: connected to yours
+};
+
+struct MessageHeader {
+  uint16_t magic = kMagic;
+  uint8_t version = kVersion;
+  Type type = Type::eager;
+  uint32_t source = 0;  // sender's rank
+  uint64_t tag = 0;
+  uint64_t length = 0;   // eager: payload bytes; rts: total bytes of the message
+  uint32_t credits = 0;  // receive credits returned to the destination
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(MessageHeader) == 32);
+
+struct RendezvousRequest {
+  uint32_t send_id = 0;  // sender's handle for this transfer, echoed in the reply
+  uint32_t reserved = 0;
+};
+
+struct ReadyToReceive {
+  uint32_t send_id = 0;  // from the RendezvousRequest
+  uint32_t recv_id = 0;  // comes back as the immediate of the RDMA write
+  uint64_t address = 0;  // receiver's buffer
+  uint64_t length = 0;   // bytes the receiver accepts (≤ the request's length)
+  uint32_t rkey = 0;
+  uint32_t reserved = 0;
+};
+
+struct HandshakeMessage {
+  uint16_t magic = kMagic;
+  uint8_t version = kVersion;
+  Type type = Type::handshake_request;
+  uint32_t source = 0;       // sender's rank
+  uint32_t destination = 0;  // intended receiver's rank: misrouted datagrams are dropped
+  uint32_t qp_num = 0;       // sender's RC QP (or XRC INI QP) for this pair
+  uint32_t psn = 0;          // sender's initial packet sequence number
+  uint32_t srq_num = 0;      // sender's SRQ number (XRC addressing); 0 without XRC
+  uint32_t credits = 0;      // receive credits the sender grants the receiver
+  uint32_t reserved = 0;
+  uint64_t incarnation = 0;  // sender's endpoint generation: a restarted peer is not confused
+};
+static_assert(sizeof(HandshakeMessage) == 40);
+
+// Returns the header if `bytes` holds a well-formed one whose payload fits in `size`.
+std::optional<MessageHeader> parse_message(const void* bytes, size_t size);
+std::optional<HandshakeMessage> parse_handshake(const void* bytes, size_t size);
+
+// Bytes that follow the header for this type (eager: its payload; rts/cts: their bodies).
+size_t body_size(const MessageHeader& header);
+
+}  // namespace ibcoll::transport::wire
