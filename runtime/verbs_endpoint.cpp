@@ -46,7 +46,7 @@ VerbsEndpoint::VerbsEndpoint()
 }
 
 void VerbsEndpoint::wait(const std::function<bool()>& done, const char* what) {
-  engine_.wait(done, Deadline(config_.timeout), what);
+  engine_.wait(done, config_.timeout, what);
 }
 
 }  // namespace ibcoll::runtime

@@ -1,13 +1,15 @@
 // MatchTable: pairs posted receives with arriving messages by (peer, tag), first come first
 // served within each key, which keeps a sender's messages in order. Arrivals with no receive
 // posted yet wait in the unexpected queue; receives with no arrival yet wait in the posted one.
+// Queues are per peer and searched in order: the match is almost always at the front, and the
+// hot path allocates nothing once a peer's queues have grown to their working size.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <optional>
-#include <unordered_map>
+#include <vector>
 
 namespace ibcoll::transport {
 
@@ -17,61 +19,64 @@ class MatchTable {
   struct Key {
     int peer;
     uint64_t tag;
-    bool operator==(const Key&) const = default;
   };
 
   // An arrival takes the oldest receive posted for its key, if any; else it waits.
-  std::optional<Posted> take_posted(Key key) { return pop(posted_, key); }
-  void add_unexpected(Key key, Arrival arrival) { unexpected_[key].push_back(std::move(arrival)); }
+  std::optional<Posted> take_posted(Key key) { return take(queues(key.peer).posted, key.tag); }
+  void add_unexpected(Key key, Arrival arrival) {
+    queues(key.peer).unexpected.push_back({key.tag, std::move(arrival)});
+  }
 
   // A new receive takes the oldest unexpected arrival for its key, if any; else it waits.
-  std::optional<Arrival> take_unexpected(Key key) { return pop(unexpected_, key); }
-  void add_posted(Key key, Posted posted) { posted_[key].push_back(std::move(posted)); }
+  std::optional<Arrival> take_unexpected(Key key) {
+    return take(queues(key.peer).unexpected, key.tag);
+  }
+  void add_posted(Key key, Posted posted) {
+    queues(key.peer).posted.push_back({key.tag, std::move(posted)});
+  }
 
   // Removes every posted receive from `peer`, handing each to `fail`.
   void fail_peer(int peer, const std::function<void(Posted&)>& fail) {
-    for (auto it = posted_.begin(); it != posted_.end();) {
-      if (it->first.peer != peer) {
-        ++it;
-        continue;
-      }
-      auto waiting = std::move(it->second);
-      it = posted_.erase(it);
-      for (Posted& p : waiting)
-        fail(p);
-    }
+    auto waiting = std::move(queues(peer).posted);
+    queues(peer).posted.clear();
+    for (auto& entry : waiting)
+      fail(entry.value);
   }
-  size_t posted_count(int peer) const {
-    size_t n = 0;
-    for (const auto& [key, queue] : posted_)
-      n += key.peer == peer ? queue.size() : 0;
-    return n;
-  }
+  size_t posted_count(int peer) { return queues(peer).posted.size(); }
   size_t unexpected_count() const {
     size_t n = 0;
-    for (const auto& entry : unexpected_)
-      n += entry.second.size();
+    for (const auto& q : peers_)
+      n += q.unexpected.size();
     return n;
   }
 
  private:
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      return std::hash<uint64_t>()(k.tag * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(k.peer));
-    }
-  };
   template <typename T>
-  static std::optional<T> pop(std::unordered_map<Key, std::deque<T>, KeyHash>& map, Key key) {
-    auto it = map.find(key);
-    if (it == map.end()) return std::nullopt;
-    T front = std::move(it->second.front());
-    it->second.pop_front();
-    if (it->second.empty()) map.erase(it);
-    return front;
+  struct Entry {
+    uint64_t tag;
+    T value;
+  };
+  struct PeerQueues {
+    std::deque<Entry<Posted>> posted;
+    std::deque<Entry<Arrival>> unexpected;
+  };
+
+  PeerQueues& queues(int peer) {
+    if (static_cast<size_t>(peer) >= peers_.size()) peers_.resize(static_cast<size_t>(peer) + 1);
+    return peers_[static_cast<size_t>(peer)];
+  }
+  template <typename T>
+  static std::optional<T> take(std::deque<Entry<T>>& queue, uint64_t tag) {
+    for (auto it = queue.begin(); it != queue.end(); ++it) {
+      if (it->tag != tag) continue;
+      std::optional<T> found(std::move(it->value));
+      queue.erase(it);
+      return found;
+    }
+    return std::nullopt;
   }
 
-  std::unordered_map<Key, std::deque<Posted>, KeyHash> posted_;
-  std::unordered_map<Key, std::deque<Arrival>, KeyHash> unexpected_;
+  std::vector<PeerQueues> peers_;
 };
 
 }  // namespace ibcoll::transport

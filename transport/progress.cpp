@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "base/status.h"
 
@@ -13,6 +14,7 @@ namespace {
 // microseconds away, short enough to give the core back quickly when ranks outnumber cores.
 constexpr int kSpinPolls = 2000;
 constexpr int kMaxSleepMs = 10;
+constexpr int kPollsPerClockRead = 64;  // an idle poll is cheaper than reading the clock
 }  // namespace
 
 WaitPolicy parse_wait_policy(const std::string& text) {
@@ -50,28 +52,33 @@ int ProgressEngine::progress() {
   return events;
 }
 
-void ProgressEngine::wait(const std::function<bool()>& done, Deadline deadline, const char* what) {
+void ProgressEngine::wait(const std::function<bool()>& done, std::chrono::milliseconds budget,
+                          const char* what) {
+  std::optional<Deadline> deadline;
   int idle = 0;
   while (!done()) {
     if (progress() > 0) {
       idle = 0;
       continue;
     }
-    if (deadline.expired()) {
-      throw Error(Code::timeout, std::string(what) +
-                                     " did not complete before the deadline "
-                                     "(IBCOLL_TIMEOUT)");
+    if (++idle % kPollsPerClockRead == 0) {
+      if (!deadline) {
+        deadline.emplace(budget);
+      } else if (deadline->expired()) {
+        throw Error(Code::timeout, std::string(what) + " did not complete within " +
+                                       std::to_string(budget.count()) + " ms (IBCOLL_TIMEOUT)");
+      }
     }
-    if (policy_ == WaitPolicy::spin || ++idle < kSpinPolls) continue;
+    if (policy_ == WaitPolicy::spin || idle < kSpinPolls) continue;
     if (policy_ == WaitPolicy::event) {
-      sleep_on_events(deadline);
+      sleep_on_events(*deadline);
     } else {
       sched_yield();
     }
   }
 }
 
-void ProgressEngine::sleep_on_events(Deadline deadline) {
+void ProgressEngine::sleep_on_events(const Deadline& deadline) {
   std::vector<pollfd> fds;
   for (Poller* p : pollers_) {
     int fd = p->arm_event_fd();

@@ -37,13 +37,15 @@ class ProgressEngine {
   void remove(Poller* poller);
   int progress();
 
-  // Drives progress until done() is true. Throws Error(timeout) naming `what` at the deadline.
-  void wait(const std::function<bool()>& done, Deadline deadline, const char* what);
+  // Drives progress until done() is true. Throws Error(timeout) naming `what` once `budget`
+  // has passed. The clock is first read after a few idle polls (reading it costs more than a
+  // poll), so a wait that completes at once never touches it.
+  void wait(const std::function<bool()>& done, std::chrono::milliseconds budget, const char* what);
 
   WaitPolicy policy() const { return policy_; }
 
  private:
-  void sleep_on_events(Deadline deadline);
+  void sleep_on_events(const Deadline& deadline);
 
   WaitPolicy policy_;
   std::vector<Poller*> pollers_;

@@ -18,7 +18,7 @@ TEST(Progress, WaitPollsUntilDone) {
   CountingPoller a, b;
   engine.add(&a);
   engine.add(&b);
-  engine.wait([&] { return a.polls >= 10; }, Deadline(std::chrono::seconds(5)), "ten polls");
+  engine.wait([&] { return a.polls >= 10; }, std::chrono::seconds(5), "ten polls");
   EXPECT_EQ(a.polls, 10);
   EXPECT_EQ(b.polls, 10);
   engine.remove(&b);
@@ -32,7 +32,7 @@ TEST(Progress, WaitThrowsTimeoutNamingTheOperation) {
     CountingPoller p;
     engine.add(&p);
     try {
-      engine.wait([] { return false; }, Deadline(std::chrono::milliseconds(30)), "never");
+      engine.wait([] { return false; }, std::chrono::milliseconds(30), "never");
       FAIL() << "no timeout";
     } catch (const Error& e) {
       EXPECT_EQ(e.status().code(), Code::timeout);

@@ -174,10 +174,11 @@ class VerbsChannel final : public Channel, private Connector::Listener {
   std::unordered_map<uint32_t, SendOp> sends_;
   std::unordered_map<uint32_t, RendezvousRecv> rendezvous_;
   MatchTable<PostedRecv, Arrival> matches_;
-  std::vector<std::tuple<Completion, Status, size_t>> deferred_;
+  std::vector<std::tuple<Completion, Status, size_t>> deferred_, running_;
   bool starved_ = false;  // a send waited for a slot or CQ room shared by all peers
   uint32_t next_id_ = 1;
   uint32_t polls_since_tick_ = 0;
+  Clock::time_point now_ = Clock::now();  // as of the last clock read: liveness needs no more
   Clock::time_point next_tick_{};
   ChannelCounters counters_;
 };
