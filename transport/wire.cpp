@@ -47,3 +47,15 @@ std::optional<HandshakeMessage> parse_handshake(const void* bytes, size_t size) 
 }
 
 }  // namespace ibcoll::transport::wire
+
+namespace ibcoll::transport::wire {
+
+std::optional<ConnectData> parse_connect_data(const void* bytes, size_t size) {
+  ConnectData d;
+  if (!bytes || size < sizeof(d)) return std::nullopt;
+  std::memcpy(&d, bytes, sizeof(d));
+  if (d.magic != kMagic || d.version != kVersion) return std::nullopt;
+  return d;
+}
+
+}  // namespace ibcoll::transport::wire

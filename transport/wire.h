@@ -65,9 +65,22 @@ struct HandshakeMessage {
 };
 static_assert(sizeof(HandshakeMessage) == 40);
 
+// Private data of an rdma_cm connect request and of its accept.
+struct ConnectData {
+  uint16_t magic = kMagic;
+  uint8_t version = kVersion;
+  uint8_t reserved = 0;
+  uint32_t source = 0;   // sender's rank
+  uint32_t credits = 0;  // receive credits the sender grants
+  uint32_t reserved2 = 0;
+  uint64_t incarnation = 0;
+};
+static_assert(sizeof(ConnectData) == 24);  // rdma_cm carries at most 56 bytes on RC connect
+
 // Returns the header if `bytes` holds a well-formed one whose payload fits in `size`.
 std::optional<MessageHeader> parse_message(const void* bytes, size_t size);
 std::optional<HandshakeMessage> parse_handshake(const void* bytes, size_t size);
+std::optional<ConnectData> parse_connect_data(const void* bytes, size_t size);
 
 // Bytes that follow the header for this type (eager: its payload; rts/cts: their bodies).
 size_t body_size(const MessageHeader& header);

@@ -102,9 +102,13 @@ TEST(VerbsTransport, AllToAllTwoRanksZeroTo16MiB) {
     EXPECT_TRUE(e.ok()) << describe(exits);
 }
 
-TEST(VerbsTransport, AllToAllFourRanks) {
+// Four ranks on two CPUs, waiting by sleeping on the completion channel (IBCOLL_WAIT=event).
+TEST(VerbsTransport, AllToAllFourRanksSleepingOnEvents) {
   const std::vector<size_t> sizes{0, 7, 4096, 8193, 300000, (1 << 20) + 5};
-  auto exits = run_ranks(4, [&](int, int) { return all_to_all(sizes); });
+  RankOptions options;
+  options.environment["IBCOLL_WAIT"] = "event";
+  auto exits = run_ranks(
+      4, [&](int, int) { return all_to_all(sizes); }, options);
   for (auto& e : exits)
     EXPECT_TRUE(e.ok()) << describe(exits);
 }
@@ -115,6 +119,18 @@ TEST(VerbsTransport, AllToAllEightRanksWithRegistrationCache) {
   options.environment["IBCOLL_MR_CACHE"] = "1";
   auto exits = run_ranks(
       8, [&](int, int) { return all_to_all(sizes); }, options);
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// The same exchange with connections made through librdmacm; every rank connects to every
+// other at once, so simultaneous connects from both sides are exercised too.
+TEST(VerbsTransport, AllToAllOverRdmaCm) {
+  const std::vector<size_t> sizes{0, 1, 8192, 8193, (1 << 20) + 3, 16 << 20};
+  RankOptions options;
+  options.environment["IBCOLL_CM"] = "rdmacm";
+  auto exits = run_ranks(
+      3, [&](int, int) { return all_to_all(sizes); }, options);
   for (auto& e : exits)
     EXPECT_TRUE(e.ok()) << describe(exits);
 }

@@ -1,5 +1,7 @@
 #include "transport/verbs/device.h"
 
+#include <rdma/rdma_cma.h>
+
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -39,15 +41,15 @@ int parse_port(const std::string& text) {
 
 }  // namespace
 
-Device::Device(const std::string& spec, int gid_index) {
+Device::Device(const std::string& spec, int gid_index, bool rdmacm_context) {
   std::string name = spec;
   int port = 0;
   if (auto colon = spec.find(':'); colon != std::string::npos) {
     name = spec.substr(0, colon);
     port = parse_port(spec.substr(colon + 1));
   }
-  open(name, port);
   try {
+    open(name, port, rdmacm_context);
     choose_gid(gid_index);
   } catch (...) {
     close();
@@ -64,55 +66,76 @@ Device::~Device() {
 }
 
 void Device::close() {
-  if (context_ && ibv_close_device(context_) == 0) --live_objects().contexts;
+  if (context_ && owns_context_ && ibv_close_device(context_) == 0) --live_objects().contexts;
   context_ = nullptr;
+  if (cm_devices_) rdma_free_devices(cm_devices_);
+  cm_devices_ = nullptr;
 }
 
-void Device::open(const std::string& name, int port) {
-  int count = 0;
-  DeviceList list(ibv_get_device_list(&count));
-  if (!list || count == 0) {
-    throw Error(Code::not_supported, "no RDMA devices found (is a verbs provider installed?)");
+bool Device::select_port(ibv_context* ctx, const std::string& name, int port) {
+  ibv_device_attr attr{};
+  if (int rc = ibv_query_device(ctx, &attr)) throw_errno("ibv_query_device(" + name + ")", rc);
+  if (port > attr.phys_port_cnt) {
+    throw Error(Code::invalid_argument, "IBCOLL_DEVICE: " + name + " has no port " +
+                                            std::to_string(port) + " (it has " +
+                                            std::to_string(attr.phys_port_cnt) + ")");
   }
-  std::string seen;
-  for (int i = 0; i < count; ++i) {
-    std::string this_name = ibv_get_device_name(list[i]);
-    seen += (seen.empty() ? "" : ", ") + this_name;
-    if (!name.empty() && this_name != name) continue;
-
-    ibv_context* ctx = ibv_open_device(list[i]);
-    if (!ctx) throw_errno("ibv_open_device(" + this_name + ")", errno);
-    ibv_device_attr attr{};
-    if (int rc = ibv_query_device(ctx, &attr)) {
-      ibv_close_device(ctx);
-      throw_errno("ibv_query_device(" + this_name + ")", rc);
-    }
-    if (port > attr.phys_port_cnt) {
-      ibv_close_device(ctx);
-      throw Error(Code::invalid_argument, "IBCOLL_DEVICE: " + this_name + " has no port " +
-                                              std::to_string(port) + " (it has " +
-                                              std::to_string(attr.phys_port_cnt) + ")");
-    }
-    for (int p = port ? port : 1; p <= (port ? port : attr.phys_port_cnt); ++p) {
-      ibv_port_attr pattr{};
-      if (ibv_query_port(ctx, p, &pattr) != 0) continue;
-      if (pattr.state != IBV_PORT_ACTIVE) {
-        if (port) {
-          ibv_close_device(ctx);
-          throw Error(Code::not_supported, "IBCOLL_DEVICE: " + this_name + " port " +
-                                               std::to_string(p) + " is not active");
-        }
-        continue;
+  for (int p = port ? port : 1; p <= (port ? port : attr.phys_port_cnt); ++p) {
+    ibv_port_attr pattr{};
+    if (ibv_query_port(ctx, static_cast<uint8_t>(p), &pattr) != 0) continue;
+    if (pattr.state != IBV_PORT_ACTIVE) {
+      if (port) {
+        throw Error(Code::not_supported,
+                    "IBCOLL_DEVICE: " + name + " port " + std::to_string(p) + " is not active");
       }
-      context_ = ctx;
-      ++live_objects().contexts;
-      name_ = this_name;
-      port_ = static_cast<uint8_t>(p);
-      attr_ = attr;
-      port_attr_ = pattr;
-      return;
+      continue;
     }
-    ibv_close_device(ctx);
+    context_ = ctx;
+    name_ = name;
+    port_ = static_cast<uint8_t>(p);
+    attr_ = attr;
+    port_attr_ = pattr;
+    return true;
+  }
+  return false;
+}
+
+void Device::open(const std::string& name, int port, bool rdmacm_context) {
+  std::string seen;
+  auto wanted = [&](const std::string& this_name) {
+    seen += (seen.empty() ? "" : ", ") + this_name;
+    return name.empty() || this_name == name;
+  };
+  if (rdmacm_context) {
+    // rdma_cm creates QPs only on its own device contexts: use those, do not open our own.
+    int count = 0;
+    cm_devices_ = rdma_get_devices(&count);
+    for (int i = 0; cm_devices_ && i < count && !context_; ++i) {
+      const std::string this_name = ibv_get_device_name(cm_devices_[i]->device);
+      if (wanted(this_name)) select_port(cm_devices_[i], this_name, port);
+    }
+    owns_context_ = false;
+  } else {
+    int count = 0;
+    DeviceList list(ibv_get_device_list(&count));
+    for (int i = 0; list && i < count && !context_; ++i) {
+      const std::string this_name = ibv_get_device_name(list[i]);
+      if (!wanted(this_name)) continue;
+      ibv_context* ctx = ibv_open_device(list[i]);
+      if (!ctx) throw_errno("ibv_open_device(" + this_name + ")", errno);
+      try {
+        if (!select_port(ctx, this_name, port)) ibv_close_device(ctx);
+      } catch (...) {
+        ibv_close_device(ctx);
+        throw;
+      }
+    }
+    owns_context_ = true;
+    if (context_) ++live_objects().contexts;
+  }
+  if (context_) return;
+  if (seen.empty()) {
+    throw Error(Code::not_supported, "no RDMA devices found (is a verbs provider installed?)");
   }
   if (!name.empty() && seen.find(name) == std::string::npos) {
     throw Error(Code::invalid_argument,

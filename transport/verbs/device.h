@@ -21,7 +21,8 @@ struct PortAddress {
 class Device {
  public:
   // `spec` is "name", "name:port" or empty; gid_index -1 chooses automatically.
-  Device(const std::string& spec, int gid_index);
+  // `rdmacm_context`: use librdmacm's context of the device (rdma_create_qp needs it).
+  Device(const std::string& spec, int gid_index, bool rdmacm_context = false);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -37,11 +38,14 @@ class Device {
   PortAddress address() const { return address_; }
 
  private:
-  void open(const std::string& name, int port);
+  void open(const std::string& name, int port, bool rdmacm_context);
+  bool select_port(ibv_context* context, const std::string& name, int port);
   void close();
   void choose_gid(int requested);
 
   ibv_context* context_ = nullptr;
+  bool owns_context_ = true;
+  ibv_context** cm_devices_ = nullptr;  // librdmacm's list, when its context is used
   std::string name_;
   uint8_t port_ = 0;
   int gid_index_ = -1;

@@ -37,9 +37,7 @@ void modify(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* state) {
 
 }  // namespace
 
-RcQueuePair::RcQueuePair(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_depth,
-                         const Device& device)
-    : device_(device), psn_(random_psn()) {
+ibv_qp_init_attr rc_init_attr(ibv_cq* cq, ibv_srq* srq, uint32_t send_depth) {
   ibv_qp_init_attr init{};
   init.send_cq = cq;
   init.recv_cq = cq;
@@ -47,10 +45,20 @@ RcQueuePair::RcQueuePair(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_dep
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = send_depth;
   init.cap.max_send_sge = 1;
-  init.cap.max_inline_data = 64;
+  init.cap.max_inline_data = 64;  // header + small payloads go inline
+  return init;
+}
+
+QueueCaps granted_caps(const ibv_qp_init_attr& init) {
+  return {init.cap.max_send_wr, init.cap.max_inline_data};
+}
+
+RcQueuePair::RcQueuePair(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_depth,
+                         const Device& device)
+    : device_(device), psn_(random_psn()) {
+  ibv_qp_init_attr init = rc_init_attr(cq, srq, send_depth);
   qp_ = create_qp(pd, init);
-  caps_.max_send_wr = init.cap.max_send_wr;  // updated by the provider: what we really got
-  caps_.max_inline_data = init.cap.max_inline_data;
+  caps_ = granted_caps(init);
 
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;

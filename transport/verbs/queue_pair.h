@@ -27,6 +27,11 @@ struct QueueCaps {
   uint32_t max_inline_data = 0;
 };
 
+// The attributes of every RC QP ibcoll makes: one CQ for both directions, the shared SRQ.
+ibv_qp_init_attr rc_init_attr(ibv_cq* cq, ibv_srq* srq, uint32_t send_depth);
+// What the provider granted, read back from the attributes create filled in.
+QueueCaps granted_caps(const ibv_qp_init_attr& init);
+
 class RcQueuePair {
  public:
   RcQueuePair(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_depth, const Device& device);

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 
 #include "base/log.h"
+#include "transport/verbs/rdmacm_connector.h"
+#include "transport/verbs/ud_connector.h"
 #include "transport/verbs/work_id.h"
 
 namespace ibcoll::transport::verbs {
@@ -40,11 +43,8 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
     throw Error(Code::invalid_argument, "IBCOLL_SRQ_DEPTH: must be at least 2");
   }
   if (options.credits < 1) throw Error(Code::invalid_argument, "IBCOLL_CREDITS: must be >= 1");
-  if (options.connect == ConnectMode::rdmacm) {
-    throw Error(Code::not_supported,
-                "IBCOLL_CM=rdmacm: the rdma_cm connection path is not built yet; use ud");
-  }
-  device_ = std::make_unique<Device>(options.device, options.gid_index);
+  device_ = std::make_unique<Device>(options.device, options.gid_index,
+                                     options.connect == ConnectMode::rdmacm);
   xrc_ = open_xrc_domain(*device_, options.xrc, options.xrc_domain_file);
   if (xrc_) {
     // The device has XRC, but XRC INI/TGT wire-up needs hardware this project cannot test on.
@@ -79,9 +79,24 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
   // Keep a quarter of the SRQ for messages that need no credit (credit returns, keepalives).
   const uint32_t peers = static_cast<uint32_t>(std::max(1, size - 1));
   credits_granted_ = std::clamp(options.srq_depth * 3 / 4 / peers, 1u, options.credits);
-  connector_ = std::make_unique<Connector>(*device_, pd_.get(), cq_->get(), srq_->get(), options,
-                                           rank, size, kQkey, kSendDepthPerPeer, credits_granted_,
-                                           static_cast<Listener&>(*this));
+  std::random_device random;
+  const uint64_t incarnation = (uint64_t{random()} << 32) | random();
+  const ConnectionSetup setup{.device = *device_,
+                              .pd = pd_.get(),
+                              .cq = cq_->get(),
+                              .srq = srq_->get(),
+                              .options = options,
+                              .rank = rank,
+                              .size = size,
+                              .send_depth = kSendDepthPerPeer,
+                              .credits = credits_granted_,
+                              .incarnation = incarnation};
+  auto& listener = static_cast<Listener&>(*this);
+  if (options.connect == ConnectMode::rdmacm) {
+    connector_ = std::make_unique<RdmaCmConnector>(setup, listener);
+  } else {
+    connector_ = std::make_unique<UdConnector>(setup, kQkey, listener);
+  }
   peers_.resize(static_cast<size_t>(size));
   int flags = fcntl(context->async_fd, F_GETFL);
   fcntl(context->async_fd, F_SETFL, flags | O_NONBLOCK);
@@ -95,7 +110,7 @@ VerbsChannel::~VerbsChannel() {
 }
 
 EndpointAddress VerbsChannel::local_address() const {
-  return connector_->local_address(0);
+  return connector_->local_address();
 }
 
 void VerbsChannel::set_peer_addresses(std::vector<EndpointAddress> addresses) {
@@ -209,17 +224,15 @@ void VerbsChannel::handle(const ibv_wc& wc) {
   switch (work_kind(wc.wr_id)) {
     case WorkKind::srq_receive:
       return on_receive(wc);
-    case WorkKind::ud_receive:
-      return connector_->on_datagram(static_cast<uint32_t>(work_index(wc.wr_id)),
-                                     wc.status == IBV_WC_SUCCESS ? wc.byte_len : 0);
-    case WorkKind::ud_send:
-      return connector_->on_datagram_sent();
     case WorkKind::send:
       return on_send_done(wc);
     case WorkKind::rdma_write:
       return on_write_done(wc);
+    default:
+      if (!connector_->on_completion(wc)) {
+        IBCOLL_LOG(error, "completion with an unknown work id " << wc.wr_id);
+      }
   }
-  IBCOLL_LOG(error, "completion with an unknown work id " << wc.wr_id);
 }
 
 Status VerbsChannel::completion_error(const ibv_wc& wc, int peer, const char* what) const {
@@ -390,7 +403,7 @@ void VerbsChannel::on_connected(int peer, bool announce) {
   p.connected = true;
   p.announce = announce;
   p.send_credits = connector_->granted_credits(peer);
-  p.max_send_wr = std::min(connector_->queue_pair(peer)->caps().max_send_wr, kSendDepthPerPeer);
+  p.max_send_wr = std::min(connector_->caps(peer).max_send_wr, kSendDepthPerPeer);
   p.last_heard = now_ = Clock::now();
   pump(peer);
 }
@@ -466,7 +479,7 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
       wrs[i].next = i + 1 < chunks ? &wrs[i + 1] : nullptr;
     }
     ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(connector_->queue_pair(peer)->get(), wrs.data(), &bad)) {
+    if (int rc = ibv_post_send(connector_->queue_pair(peer), wrs.data(), &bad)) {
       fail_peer(peer,
                 Status(Code::system_error, "ibv_post_send (RDMA write) to peer " +
                                                std::to_string(peer) + ": " + std::strerror(rc)));
@@ -535,16 +548,17 @@ bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, con
   if (payload_size) std::memcpy(bytes + kHeader + body_size, payload, payload_size);
   const size_t total = kHeader + body_size + payload_size;
 
-  RcQueuePair* qp = connector_->queue_pair(peer);
+  ibv_qp* qp = connector_->queue_pair(peer);
   ibv_sge sge{reinterpret_cast<uint64_t>(bytes), static_cast<uint32_t>(total), send_mr_->lkey};
   ibv_send_wr wr{};
   wr.wr_id = make_work_id(WorkKind::send, slot);
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED | (total <= qp->caps().max_inline_data ? IBV_SEND_INLINE : 0);
+  wr.send_flags =
+      IBV_SEND_SIGNALED | (total <= connector_->caps(peer).max_inline_data ? IBV_SEND_INLINE : 0);
   ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qp->get(), &wr, &bad)) {
+  if (int rc = ibv_post_send(qp, &wr, &bad)) {
     fail_peer(peer, Status(Code::system_error, "ibv_post_send to peer " + std::to_string(peer) +
                                                    ": " + std::strerror(rc)));
     return false;
@@ -658,8 +672,9 @@ void VerbsChannel::on_async_event() {
 
 ChannelCounters VerbsChannel::counters() const {
   ChannelCounters c = counters_;
-  c.connections = connector_->stats().connections;
-  c.handshake_retries = connector_->stats().handshake_retries;
+  const auto wireup = connector_->stats();
+  c.connections = wireup.connections;
+  c.handshake_retries = wireup.handshake_retries;
   c.shared_receive_queues = 1;
   c.posted_receives = srq_->posted();
   c.srq_depth = srq_->depth();

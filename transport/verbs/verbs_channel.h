@@ -20,7 +20,7 @@
 #include "transport/channel.h"
 #include "transport/match_table.h"
 #include "transport/verbs/completion_queue.h"
-#include "transport/verbs/connector.h"
+#include "transport/verbs/connection_manager.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/handles.h"
 #include "transport/verbs/mr_cache.h"
@@ -48,7 +48,7 @@ struct ChannelCounters {
   uint64_t registration_hits = 0, registration_misses = 0;
 };
 
-class VerbsChannel final : public Channel, private Connector::Listener {
+class VerbsChannel final : public Channel, private ConnectionManager::Listener {
  public:
   VerbsChannel(int rank, int size, const Options& options);
   ~VerbsChannel() override;
@@ -125,7 +125,7 @@ class VerbsChannel final : public Channel, private Connector::Listener {
     bool probe = false;  // a keepalive
   };
 
-  // Connector::Listener
+  // ConnectionManager::Listener
   void on_connected(int peer, bool announce) override;
   void on_connect_failed(int peer, const Status& status) override { fail_peer(peer, status); }
 
@@ -162,7 +162,7 @@ class VerbsChannel final : public Channel, private Connector::Listener {
   std::unique_ptr<std::byte[]> send_slab_;
   MemoryRegion send_mr_;
   std::unique_ptr<RegistrationCache> registrations_;
-  std::unique_ptr<Connector> connector_;  // owns the QPs: destroyed first
+  std::unique_ptr<ConnectionManager> connector_;  // owns the QPs: destroyed first
 
   size_t slot_size_;
   std::vector<SendSlot> slots_;

@@ -1,0 +1,167 @@
+#include "transport/verbs/ud_connector.h"
+
+#include "transport/verbs/work_id.h"
+
+#include <cstring>
+
+#include "base/log.h"
+
+namespace ibcoll::transport::verbs {
+namespace {
+constexpr uint32_t kDatagramDepth = 64;
+}
+
+UdConnector::UdConnector(const ConnectionSetup& setup, uint32_t qkey, Listener& listener)
+    : ConnectionManager(setup, listener),
+      ud_(setup.pd, setup.cq, setup.device, qkey, kDatagramDepth, sizeof(wire::HandshakeMessage)),
+      links_(static_cast<size_t>(setup.size)) {}
+
+EndpointAddress UdConnector::local_address() const {
+  EndpointAddress address;
+  address.port = setup_.device.address();
+  address.ud_qp_num = ud_.qp_num();
+  address.incarnation = setup_.incarnation;
+  return address;
+}
+
+void UdConnector::create_queue_pair(int peer) {
+  Link& l = link(peer);
+  l.qp = std::make_unique<RcQueuePair>(setup_.pd, setup_.cq, setup_.srq, setup_.send_depth,
+                                       setup_.device);
+  peer_by_qp_[l.qp->qp_num()] = peer;
+  ++stats_.connections;
+  l.started = Clock::now();
+}
+
+void UdConnector::connect(int peer) {
+  Link& l = link(peer);
+  if (l.state != State::idle) return;
+  if (!have_addresses()) {
+    throw Error(Code::internal, "connect before the peer addresses were exchanged");
+  }
+  create_queue_pair(peer);
+  l.state = State::requested;
+  IBCOLL_LOG(debug, "connecting to peer " << peer << " (QP " << l.qp->qp_num() << ")");
+  send_handshake(peer, wire::Type::handshake_request);
+}
+
+ibv_qp* UdConnector::queue_pair(int peer) const {
+  const Link& l = links_[static_cast<size_t>(peer)];
+  return l.qp ? l.qp->get() : nullptr;
+}
+
+QueueCaps UdConnector::caps(int peer) const {
+  const Link& l = links_[static_cast<size_t>(peer)];
+  return l.qp ? l.qp->caps() : QueueCaps{};
+}
+
+uint32_t UdConnector::granted_credits(int peer) const {
+  return links_[static_cast<size_t>(peer)].granted_credits;
+}
+
+bool UdConnector::on_completion(const ibv_wc& wc) {
+  switch (work_kind(wc.wr_id)) {
+    case WorkKind::ud_receive:
+      on_datagram(static_cast<uint32_t>(work_index(wc.wr_id)),
+                  wc.status == IBV_WC_SUCCESS ? wc.byte_len : 0);
+      return true;
+    case WorkKind::ud_send:
+      ud_.send_completed();
+      return true;
+    default:
+      return false;
+  }
+}
+
+void UdConnector::send_handshake(int peer, wire::Type type) {
+  Link& l = link(peer);
+  const EndpointAddress& remote = address_of(peer);
+  if (!l.ah) l.ah = ud_.make_address_handle(remote.port);
+  wire::HandshakeMessage m;
+  m.type = type;
+  m.source = static_cast<uint32_t>(setup_.rank);
+  m.destination = static_cast<uint32_t>(peer);
+  m.qp_num = l.qp->qp_num();
+  m.psn = l.qp->psn();
+  m.credits = setup_.credits;
+  m.incarnation = setup_.incarnation;
+  ud_.send(l.ah.get(), remote.ud_qp_num, &m, sizeof(m));
+  ++stats_.handshakes_sent;
+  if (type == wire::Type::handshake_request) l.last_request = Clock::now();
+}
+
+void UdConnector::accept_remote(int peer, const wire::HandshakeMessage& m) {
+  Link& l = link(peer);
+  l.qp->connect(address_of(peer).port, m.qp_num, m.psn);
+  l.remote_qp_num = m.qp_num;
+  l.remote_incarnation = m.incarnation;
+  l.granted_credits = m.credits;
+  l.state = State::connected;
+}
+
+void UdConnector::on_datagram(uint32_t slot, uint32_t byte_len) {
+  auto message = wire::parse_handshake(
+      ud_.payload(slot), byte_len > UdQueuePair::kGrhBytes ? byte_len - UdQueuePair::kGrhBytes : 0);
+  ud_.repost(slot);
+  const int peer = message ? static_cast<int>(message->source) : -1;
+  if (!message || message->destination != static_cast<uint32_t>(setup_.rank) || peer < 0 ||
+      peer >= setup_.size || peer == setup_.rank || !have_addresses() ||
+      message->incarnation != address_of(peer).incarnation) {
+    ++stats_.handshakes_dropped;  // malformed, misrouted, or from an endpoint we do not know
+    return;
+  }
+  Link& l = link(peer);
+  if (l.state == State::failed) return;
+  if (l.remote_qp_num != 0 && l.remote_qp_num != message->qp_num) {
+    ++stats_.handshakes_dropped;
+    return;
+  }
+
+  if (message->type == wire::Type::handshake_request) {
+    if (l.state == State::idle) create_queue_pair(peer);
+    if (l.state == State::idle || l.state == State::requested) accept_remote(peer, *message);
+    send_handshake(peer, wire::Type::handshake_reply);  // also answers a resent request
+    return;
+  }
+  // A reply: the peer's QP is connected to ours and can receive.
+  if (l.state == State::requested) accept_remote(peer, *message);
+  if (l.state == State::connected) {
+    l.state = State::ready;
+    IBCOLL_LOG(debug, "connected to peer " << peer);
+    listener_.on_connected(peer, true);
+  }
+}
+
+void UdConnector::on_rc_message(int peer) {
+  Link& l = link(peer);
+  if (l.state != State::connected) return;
+  l.state = State::ready;
+  IBCOLL_LOG(debug, "connected to peer " << peer << " (passive)");
+  listener_.on_connected(peer, false);
+}
+
+void UdConnector::tick(Clock::time_point now) {
+  for (int peer = 0; peer < setup_.size; ++peer) {
+    Link& l = link(peer);
+    if (l.state != State::requested && l.state != State::connected) continue;
+    if (now - l.started >= setup_.options.timeout) {
+      l.state = State::failed;
+      listener_.on_connect_failed(
+          peer, Status(Code::peer_failed, "peer " + std::to_string(peer) +
+                                              " did not complete the connection handshake within " +
+                                              std::to_string(setup_.options.timeout.count()) +
+                                              " ms (IBCOLL_TIMEOUT)"));
+      continue;
+    }
+    if (l.state == State::requested && now - l.last_request >= setup_.options.handshake_retry) {
+      ++stats_.handshake_retries;
+      send_handshake(peer, wire::Type::handshake_request);
+    }
+  }
+}
+
+void UdConnector::forget(int peer) {
+  link(peer).state = State::failed;
+}
+
+}  // namespace ibcoll::transport::verbs
