@@ -101,8 +101,9 @@ std::pair<std::string, int> parse_host_port(const std::string& address) {
 // The server: one thread, poll() over the listener and the clients.
 class TcpStore::Server {
  public:
-  Server(const std::string& host, int port, std::string secret, std::chrono::milliseconds linger)
-      : secret_(std::move(secret)), linger_(linger) {
+  Server(const std::string& host, int port, int size, std::string secret,
+         std::chrono::milliseconds linger)
+      : size_(size), secret_(std::move(secret)), linger_(linger) {
     addrinfo* ai = resolve(host, port, true);
     for (addrinfo* a = ai; a && listener_ < 0; a = a->ai_next) {
       int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -143,8 +144,10 @@ class TcpStore::Server {
     while (true) {
       if (stop_.load()) {
         if (stop_requested == Clock::time_point{}) stop_requested = Clock::now();
-        // Serve until every rank has hung up, or the linger time is over.
-        if (clients_.empty() || Clock::now() - stop_requested > linger_) return;
+        // Serve until every rank has come and gone, or the linger time is over.
+        if ((clients_.empty() && joined_ >= size_) || Clock::now() - stop_requested > linger_) {
+          return;
+        }
       }
       std::vector<pollfd> fds{{listener_, POLLIN, 0}};
       for (auto& c : clients_)
@@ -181,6 +184,7 @@ class TcpStore::Server {
             return false;
           }
           c.authenticated = true;
+          ++joined_;
           write_all(c.fd, frame(kAccepted, ""));
         } else if (op == kSet) {
           uint32_t key_length;
@@ -213,6 +217,8 @@ class TcpStore::Server {
       std::erase(fds, fd);
   }
 
+  int size_;
+  int joined_ = 0;  // clients that presented the secret
   std::string secret_;
   std::chrono::milliseconds linger_;
   int listener_ = -1;
@@ -232,7 +238,7 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
                 "IBCOLL_JOB_SECRET: must be set (the same value on every rank) for the TCP store");
   }
   auto [host, port] = parse_host_port(address);
-  if (rank == 0) server_ = std::make_unique<Server>(host, port, secret, timeout);
+  if (rank == 0) server_ = std::make_unique<Server>(host, port, size, secret, timeout);
 
   const Deadline deadline(timeout);
   int last_errno = 0;
@@ -269,10 +275,14 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
 
 TcpStore::~TcpStore() {
   if (fd_ >= 0) ::close(fd_);
-  server_.reset();  // serves until every rank has hung up (or the timeout passes)
+  server_.reset();  // serves until every rank has joined and hung up (or the timeout passes)
 }
 
 void TcpStore::request(char op, const std::string& body) {
+  if (broken_) {
+    throw Error(Code::peer_failed,
+                "bootstrap: the TCP store connection is unusable after an earlier timeout");
+  }
   write_all(fd_, frame(op, body));
 }
 
@@ -284,6 +294,7 @@ std::string TcpStore::reply() {
     pollfd p{fd_, POLLIN, 0};
     int ready = ::poll(&p, 1, static_cast<int>(std::max<long>(1, deadline.remaining().count())));
     if (ready == 0 || deadline.expired()) {
+      broken_ = true;  // a late answer would be taken for the next request's
       throw Error(Code::timeout, "bootstrap: the TCP store did not answer within " +
                                      std::to_string(timeout_.count()) + " ms (IBCOLL_TIMEOUT)");
     }

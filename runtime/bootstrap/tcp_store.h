@@ -39,7 +39,8 @@ class TcpStore {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<Server> server_;
   int fd_ = -1;
-  std::string in_;  // bytes received and not yet consumed
+  std::string in_;       // bytes received and not yet consumed
+  bool broken_ = false;  // a request timed out: its answer may still come
 };
 
 // host:port → (host, port); throws Error(invalid_argument) naming IBCOLL_BOOTSTRAP.

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "base/status.h"
@@ -234,6 +235,38 @@ TEST(VerbsTransport, ConnectsOnlyToPeersItTalksTo) {
     r.store().barrier("end");
     return 0;
   });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// A peer that never polls never answers the handshake: the request is resent on its timer,
+// and at the deadline the send fails with an error that names the peer and the handshake.
+TEST(VerbsTransport, SilentPeerFailsTheHandshakeAfterRetries) {
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "3s";
+  options.environment["IBCOLL_HANDSHAKE_RETRY"] = "100ms";
+  auto exits = run_ranks(
+      2,
+      [](int me, int) {
+        runtime::VerbsEndpoint r;
+        if (me == 1) {
+          // Stay alive without ever polling the channel, past rank 0's deadline.
+          std::this_thread::sleep_for(std::chrono::seconds(6));
+          return 0;
+        }
+        char byte = 1;
+        Transfer out;
+        r.channel().send(1, 0, &byte, 1, record(out));
+        r.wait([&] { return out.done; }, "send to a silent peer");
+        RANK_CHECK(out.status.code() == Code::peer_failed, out.status.to_string());
+        RANK_CHECK(out.status.message().find("peer 1 did not complete the connection handshake") !=
+                       std::string::npos,
+                   out.status.message());
+        RANK_CHECK(r.channel().counters().handshake_retries >= 5,
+                   "retries: " + std::to_string(r.channel().counters().handshake_retries));
+        return 0;
+      },
+      options);
   for (auto& e : exits)
     EXPECT_TRUE(e.ok()) << describe(exits);
 }

@@ -64,6 +64,14 @@ TEST(TcpStore, MissingKeyTimesOutAndBadAddressIsNamed) {
     } catch (const Error& e) {
       RANK_CHECK(e.status().code() == Code::timeout, e.what());
     }
+    try {
+      store.get("another");
+      RANK_CHECK(false, "the store was used after a timeout");
+    } catch (const Error& e) {
+      RANK_CHECK(
+          std::string(e.what()).find("unusable after an earlier timeout") != std::string::npos,
+          e.what());
+    }
     return 0;
   });
   for (auto& e : exits)
