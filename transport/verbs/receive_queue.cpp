@@ -77,18 +77,18 @@ int SharedReceiveQueue::refill(bool force) {
   if (released_.empty() || (!force && released_.size() < kRefillBatch && posted_ > depth_ / 4)) {
     return 0;
   }
-  std::vector<ibv_recv_wr> wrs(released_.size());
-  std::vector<ibv_sge> sges(released_.size());
+  wrs_.resize(released_.size());  // members, so a warm refill allocates nothing
+  sges_.resize(released_.size());
   for (size_t i = 0; i < released_.size(); ++i) {
-    sges[i] = {reinterpret_cast<uint64_t>(buffer(released_[i])),
-               static_cast<uint32_t>(buffer_size_), mr_->lkey};
-    wrs[i].wr_id = make_work_id(WorkKind::srq_receive, released_[i]);
-    wrs[i].sg_list = &sges[i];
-    wrs[i].num_sge = 1;
-    wrs[i].next = i + 1 < wrs.size() ? &wrs[i + 1] : nullptr;
+    sges_[i] = {reinterpret_cast<uint64_t>(buffer(released_[i])),
+                static_cast<uint32_t>(buffer_size_), mr_->lkey};
+    wrs_[i].wr_id = make_work_id(WorkKind::srq_receive, released_[i]);
+    wrs_[i].sg_list = &sges_[i];
+    wrs_[i].num_sge = 1;
+    wrs_[i].next = i + 1 < wrs_.size() ? &wrs_[i + 1] : nullptr;
   }
   ibv_recv_wr* bad = nullptr;
-  if (int rc = ibv_post_srq_recv(srq_, wrs.data(), &bad)) throw_errno("ibv_post_srq_recv", rc);
+  if (int rc = ibv_post_srq_recv(srq_, wrs_.data(), &bad)) throw_errno("ibv_post_srq_recv", rc);
   const int count = static_cast<int>(released_.size());
   posted_ += count;
   released_.clear();

@@ -50,6 +50,8 @@ class SharedReceiveQueue {
   std::unique_ptr<std::byte[], void (*)(std::byte*)> slab_{nullptr, nullptr};
   MemoryRegion mr_;
   std::vector<uint32_t> released_;
+  std::vector<ibv_recv_wr> wrs_;
+  std::vector<ibv_sge> sges_;
   uint32_t posted_ = 0;
   uint64_t limit_events_ = 0;
 };

@@ -70,6 +70,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   bool uses_xrc() const { return xrc_ != nullptr; }
 
  private:
+  static constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);
+
   struct SendOp {
     int peer;
     uint64_t tag;
@@ -143,6 +145,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
 
   void pump(int peer);
   bool post_outgoing(int peer, const Outgoing& item);
+  bool post_rdma_write(int peer, uint32_t id);
   bool post_control(int peer, wire::Type type);
   bool post_message(int peer, const wire::MessageHeader& header, const void* body, size_t body_size,
                     const void* payload, size_t payload_size, uint32_t op);

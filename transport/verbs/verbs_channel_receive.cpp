@@ -1,0 +1,142 @@
+// VerbsChannel, receive side: what arrives in the SRQ, matching, eager delivery and the
+// receiver's half of rendezvous.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "transport/verbs/verbs_channel.h"
+#include "transport/verbs/work_id.h"
+
+namespace ibcoll::transport::verbs {
+namespace {
+
+// Messages that occupy one of the credits their sender was granted.
+bool is_credited(wire::Type type) {
+  return type == wire::Type::eager || type == wire::Type::rts || type == wire::Type::cts;
+}
+
+}  // namespace
+
+void VerbsChannel::on_receive(const ibv_wc& wc) {
+  const auto index = static_cast<uint32_t>(work_index(wc.wr_id));
+  srq_->consumed();
+  const int peer = connector_->peer_of_qp(wc.qp_num);
+  if (wc.status != IBV_WC_SUCCESS || peer < 0) {
+    srq_->release(index);
+    if (peer >= 0) fail_peer(peer, completion_error(wc, peer, "receive"));
+    return;
+  }
+  connector_->on_rc_message(peer);
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  p.last_heard = now_;
+  ++counters_.messages_received;
+  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+    ++p.credits_to_return;
+    auto it = rendezvous_.find(ntohl(wc.imm_data));
+    if (it != rendezvous_.end() && it->second.peer == peer) {
+      RendezvousRecv& r = it->second;
+      if (r.registration) registrations_->release(r.registration);
+      counters_.bytes_received += r.length;
+      Status status;
+      if (r.offered > r.length) {
+        status = Status(Code::truncated, "recv from peer " + std::to_string(peer) +
+                                             ": message of " + std::to_string(r.offered) +
+                                             " bytes, buffer of " + std::to_string(r.length));
+      }
+      complete_later(std::move(r.done), status, r.length);
+      --p.open_ops;
+      rendezvous_.erase(it);
+    }
+  } else {
+    on_message(peer, srq_->buffer(index), wc.byte_len);
+  }
+  srq_->release(index);
+  pump(peer);
+}
+
+void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
+  auto header = wire::parse_message(bytes, size);
+  if (!header || header->source != static_cast<uint32_t>(peer)) {
+    IBCOLL_LOG(warn, "dropped a malformed message of " << size << " bytes from peer " << peer);
+    return;
+  }
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  p.send_credits += header->credits;
+  if (is_credited(header->type)) ++p.credits_to_return;
+  const std::byte* body = bytes + kHeaderBytes;
+
+  switch (header->type) {
+    case wire::Type::eager:
+      if (auto posted = matches_.take_posted({peer, header->tag})) {
+        --p.open_ops;
+        deliver_eager(peer, *posted, body, header->length);
+      } else {
+        matches_.add_unexpected(
+            {peer, header->tag},
+            Arrival{wire::Type::eager, std::vector<std::byte>(body, body + header->length)});
+      }
+      break;
+    case wire::Type::rts: {
+      wire::RendezvousRequest request;
+      std::memcpy(&request, body, sizeof(request));
+      if (auto posted = matches_.take_posted({peer, header->tag})) {
+        --p.open_ops;
+        start_rendezvous_recv(peer, std::move(*posted), request.send_id, header->length);
+      } else {
+        matches_.add_unexpected({peer, header->tag},
+                                Arrival{wire::Type::rts, {}, request.send_id, header->length});
+      }
+      break;
+    }
+    case wire::Type::cts: {
+      wire::ReadyToReceive ready;
+      std::memcpy(&ready, body, sizeof(ready));
+      auto it = sends_.find(ready.send_id);
+      if (it == sends_.end() || it->second.peer != peer || ready.length > it->second.length) {
+        IBCOLL_LOG(warn, "dropped a rendezvous reply for an unknown send from peer " << peer);
+        break;
+      }
+      it->second.target = ready;
+      p.outgoing.push_back({wire::Type::cts, ready.send_id, true});
+      break;
+    }
+    default:
+      break;  // credit, ready, keepalive: their effect is above
+  }
+}
+
+void VerbsChannel::deliver_eager(int peer, PostedRecv& recv, const std::byte* payload,
+                                 size_t length) {
+  const size_t n = std::min(length, recv.capacity);
+  if (n > 0) std::memcpy(recv.buffer, payload, n);
+  counters_.bytes_received += n;
+  Status status;
+  if (length > recv.capacity) {
+    status = Status(Code::truncated, "recv from peer " + std::to_string(peer) + ": message of " +
+                                         std::to_string(length) + " bytes, buffer of " +
+                                         std::to_string(recv.capacity));
+  }
+  complete_later(std::move(recv.done), status, n);
+}
+
+void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint32_t send_id,
+                                         uint64_t offered) {
+  const size_t length = static_cast<size_t>(std::min<uint64_t>(recv.capacity, offered));
+  RegistrationCache::Entry* registration = nullptr;
+  try {
+    if (length > 0) registration = registrations_->acquire(recv.buffer, length);
+  } catch (const Error& e) {
+    return complete_later(std::move(recv.done), e.status(), 0);
+  }
+  const uint32_t id = new_id();
+  rendezvous_.emplace(id, RendezvousRecv{peer, recv.buffer, length, offered, send_id,
+                                         std::move(recv.done), registration});
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  ++p.open_ops;
+  p.outgoing.push_back({wire::Type::cts, id});
+  pump(peer);
+}
+
+}  // namespace ibcoll::transport::verbs

@@ -1,0 +1,184 @@
+// VerbsChannel, send side: each peer's ordered queue, credits, send slots and CQ room, and
+// posting messages and RDMA writes.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "transport/verbs/verbs_channel.h"
+#include "transport/verbs/work_id.h"
+
+namespace ibcoll::transport::verbs {
+
+bool VerbsChannel::has_room(int peer, uint32_t wrs) const {
+  const Peer& p = peers_[static_cast<size_t>(peer)];
+  return p.in_flight + wrs <= p.max_send_wr && cq_in_flight_ < cq_budget_;
+}
+
+void VerbsChannel::pump(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!p.connected || p.failed) return;
+  if (p.announce) {
+    if (!post_control(peer, wire::Type::ready)) return;
+    p.announce = false;
+  }
+  while (!p.outgoing.empty() && post_outgoing(peer, p.outgoing.front()))
+    p.outgoing.pop_front();
+  if (p.failed) return;
+  if (p.credits_to_return >= std::max(1u, credits_granted_ / 2) &&
+      post_control(peer, wire::Type::credit)) {
+    ++counters_.credit_messages;
+  }
+  if (p.keepalive && post_control(peer, wire::Type::keepalive)) {
+    p.keepalive = false;
+    p.probe_outstanding = true;
+    p.probe_sent = now_;
+    ++counters_.keepalives_sent;
+  }
+}
+
+bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.send_credits == 0) {
+    ++counters_.credit_stalls;
+    return false;
+  }
+  if (item.rdma_write) return post_rdma_write(peer, item.id);
+  wire::MessageHeader header;
+  bool posted = false;
+  if (item.type == wire::Type::cts) {
+    auto it = rendezvous_.find(item.id);
+    if (it == rendezvous_.end()) return true;
+    const RendezvousRecv& r = it->second;
+    wire::ReadyToReceive ready{r.send_id,
+                               item.id,
+                               reinterpret_cast<uint64_t>(r.buffer),
+                               r.length,
+                               r.registration ? r.registration->mr->rkey : 0,
+                               0};
+    header.type = wire::Type::cts;
+    posted = post_message(peer, header, &ready, sizeof(ready), nullptr, 0, 0);
+  } else {
+    auto it = sends_.find(item.id);
+    if (it == sends_.end()) return true;
+    const SendOp& op = it->second;
+    header.type = item.type;
+    header.tag = op.tag;
+    header.length = op.length;
+    if (item.type == wire::Type::eager) {
+      posted = post_message(peer, header, nullptr, 0, op.data, op.length, item.id);
+    } else {
+      wire::RendezvousRequest request{item.id, 0};
+      posted = post_message(peer, header, &request, sizeof(request), nullptr, 0, 0);
+      counters_.rendezvous_sent += posted;
+    }
+  }
+  if (posted) --p.send_credits;
+  return posted;
+}
+
+// The rendezvous data: RDMA writes (chunked at the port's largest message) into the buffer
+// the receiver announced, the last one with the receiver's id as immediate data.
+bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  auto it = sends_.find(id);
+  if (it == sends_.end()) return true;
+  SendOp& op = it->second;
+  const size_t length = op.target.length;
+  const size_t chunk = device_->max_message_size();
+  const auto chunks = static_cast<uint32_t>(std::max<size_t>(1, (length + chunk - 1) / chunk));
+  if (!has_room(peer, chunks)) {
+    starved_ |= cq_in_flight_ >= cq_budget_;
+    return false;
+  }
+  try {
+    if (length > 0 && !op.registration) {
+      op.registration = registrations_->acquire(op.data, length);
+    }
+  } catch (const Error& e) {
+    fail_peer(peer, e.status());
+    return false;
+  }
+  std::vector<ibv_sge> sges(chunks);
+  std::vector<ibv_send_wr> wrs(chunks);
+  for (uint32_t i = 0; i < chunks; ++i) {
+    const size_t offset = size_t{i} * chunk;
+    const size_t bytes = std::min(chunk, length - std::min(length, offset));
+    sges[i] = {reinterpret_cast<uint64_t>(op.data + offset), static_cast<uint32_t>(bytes),
+               op.registration ? op.registration->mr->lkey : 0};
+    wrs[i].wr_id = make_work_id(WorkKind::rdma_write, id);
+    wrs[i].sg_list = bytes > 0 ? &sges[i] : nullptr;
+    wrs[i].num_sge = bytes > 0 ? 1 : 0;
+    wrs[i].opcode = i + 1 == chunks ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+    wrs[i].send_flags = i + 1 == chunks ? IBV_SEND_SIGNALED : 0;
+    wrs[i].imm_data = htonl(op.target.recv_id);
+    wrs[i].wr.rdma.remote_addr = op.target.address + offset;
+    wrs[i].wr.rdma.rkey = op.target.rkey;
+    wrs[i].next = i + 1 < chunks ? &wrs[i + 1] : nullptr;
+  }
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(connector_->queue_pair(peer), wrs.data(), &bad)) {
+    fail_peer(peer,
+              Status(Code::system_error, "ibv_post_send (RDMA write) to peer " +
+                                             std::to_string(peer) + ": " + std::strerror(rc)));
+    return false;
+  }
+  op.write_chunks = chunks;
+  p.in_flight += chunks;
+  ++cq_in_flight_;
+  --p.send_credits;
+  counters_.bytes_sent += length;
+  return true;
+}
+
+bool VerbsChannel::post_control(int peer, wire::Type type) {
+  wire::MessageHeader header;
+  header.type = type;
+  return post_message(peer, header, nullptr, 0, nullptr, 0, 0);
+}
+
+bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, const void* body,
+                                size_t body_size, const void* payload, size_t payload_size,
+                                uint32_t op) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (free_slots_.empty() || !has_room(peer, 1)) {
+    starved_ |= free_slots_.empty() || cq_in_flight_ >= cq_budget_;
+    return false;
+  }
+  const uint32_t slot = free_slots_.back();
+  std::byte* bytes = send_slab_.get() + size_t{slot} * slot_size_;
+  wire::MessageHeader h = header;
+  h.source = static_cast<uint32_t>(rank_);
+  h.credits = p.credits_to_return;
+  std::memcpy(bytes, &h, kHeaderBytes);
+  if (body_size) std::memcpy(bytes + kHeaderBytes, body, body_size);
+  if (payload_size) std::memcpy(bytes + kHeaderBytes + body_size, payload, payload_size);
+  const size_t total = kHeaderBytes + body_size + payload_size;
+
+  ibv_qp* qp = connector_->queue_pair(peer);
+  ibv_sge sge{reinterpret_cast<uint64_t>(bytes), static_cast<uint32_t>(total), send_mr_->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = make_work_id(WorkKind::send, slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags =
+      IBV_SEND_SIGNALED | (total <= connector_->caps(peer).max_inline_data ? IBV_SEND_INLINE : 0);
+  ibv_send_wr* bad = nullptr;
+  if (int rc = ibv_post_send(qp, &wr, &bad)) {
+    fail_peer(peer, Status(Code::system_error, "ibv_post_send to peer " + std::to_string(peer) +
+                                                   ": " + std::strerror(rc)));
+    return false;
+  }
+  free_slots_.pop_back();
+  slots_[slot] = {peer, op, h.type == wire::Type::keepalive};
+  p.credits_to_return = 0;
+  ++p.in_flight;
+  ++cq_in_flight_;
+  ++counters_.messages_sent;
+  counters_.bytes_sent += payload_size;
+  return true;
+}
+
+}  // namespace ibcoll::transport::verbs
