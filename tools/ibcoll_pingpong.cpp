@@ -197,6 +197,21 @@ int run(const Args& a) {
     }
   }
   if (csv) std::fclose(csv);
+  if (me == 0) {
+    const auto c = ch.counters();
+    std::printf(
+        "# rank 0 counters: %llu connection(s), %llu SRQ of %llu buffers, %llu messages "
+        "sent, %llu received, %llu rendezvous, %llu credit stalls, %llu handshake "
+        "retries\n",
+        static_cast<unsigned long long>(c.connections),
+        static_cast<unsigned long long>(c.shared_receive_queues),
+        static_cast<unsigned long long>(c.srq_depth),
+        static_cast<unsigned long long>(c.messages_sent),
+        static_cast<unsigned long long>(c.messages_received),
+        static_cast<unsigned long long>(c.rendezvous_sent),
+        static_cast<unsigned long long>(c.credit_stalls),
+        static_cast<unsigned long long>(c.handshake_retries));
+  }
   std::fflush(stdout);
   ep.store().barrier("pingpong-end");
   return 0;

@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -274,30 +278,51 @@ TEST(VerbsTransport, SilentPeerFailsTheHandshakeAfterRetries) {
 // Soft-RoCE has no XRC: auto falls back to RC on one SRQ; on is a clear error naming the
 // device and errno, and leaves nothing behind.
 TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
-  auto exits = run_ranks(1, [](int, int) {
-    {
-      runtime::VerbsEndpoint r;
-      RANK_CHECK(!r.channel().uses_xrc(), "XRC reported on a device without it");
-    }
-    RANK_CHECK(live_objects().qps == 0 && live_objects().contexts == 0, "leak after close");
-    transport::verbs::Options options;
-    options.xrc = transport::verbs::XrcMode::on;
-    try {
-      transport::verbs::VerbsChannel channel(0, 1, options);
-      RANK_CHECK(false, "IBCOLL_XRC=on succeeded on a device without XRC");
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      RANK_CHECK(e.status().code() == Code::not_supported, m);
-      RANK_CHECK(m.find("IBCOLL_XRC=on") != std::string::npos &&
-                     m.find("rxe0") != std::string::npos && m.find("errno 95") != std::string::npos,
-                 m);
-    }
-    const auto& live = live_objects();
-    RANK_CHECK(
-        live.contexts == 0 && live.pds == 0 && live.cqs == 0 && live.srqs == 0 && live.xrcds == 0,
-        "IBCOLL_XRC=on left verbs objects behind");
-    return 0;
-  });
+  RankOptions options;
+  options.environment["IBCOLL_LOG"] = "info";
+  auto exits = run_ranks(
+      1,
+      [](int, int) {
+        {
+          // Capture the log: auto must say which path it took.
+          char log_path[] = "/tmp/ibcoll-xrc-log-XXXXXX";
+          const int log_fd = mkstemp(log_path);
+          const int saved_stderr = dup(2);
+          dup2(log_fd, 2);
+          {
+            runtime::VerbsEndpoint r;
+            RANK_CHECK(!r.channel().uses_xrc(), "XRC reported on a device without it");
+          }
+          dup2(saved_stderr, 2);
+          std::ifstream in(log_path);
+          const std::string log((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+          unlink(log_path);
+          RANK_CHECK(log.find("XRC unavailable (ibv_open_xrcd on rxe0") != std::string::npos &&
+                         log.find("using per-peer RC QPs on one shared SRQ") != std::string::npos,
+                     "the fallback was not logged: " + log);
+        }
+        RANK_CHECK(live_objects().qps == 0 && live_objects().contexts == 0, "leak after close");
+        transport::verbs::Options xrc_on;
+        xrc_on.xrc = transport::verbs::XrcMode::on;
+        try {
+          transport::verbs::VerbsChannel channel(0, 1, xrc_on);
+          RANK_CHECK(false, "IBCOLL_XRC=on succeeded on a device without XRC");
+        } catch (const Error& e) {
+          const std::string m = e.what();
+          RANK_CHECK(e.status().code() == Code::not_supported, m);
+          RANK_CHECK(m.find("IBCOLL_XRC=on") != std::string::npos &&
+                         m.find("rxe0") != std::string::npos &&
+                         m.find("errno 95") != std::string::npos,
+                     m);
+        }
+        const auto& live = live_objects();
+        RANK_CHECK(live.contexts == 0 && live.pds == 0 && live.cqs == 0 && live.srqs == 0 &&
+                       live.xrcds == 0,
+                   "IBCOLL_XRC=on left verbs objects behind");
+        return 0;
+      },
+      options);
   for (auto& e : exits)
     EXPECT_TRUE(e.ok()) << describe(exits);
 }

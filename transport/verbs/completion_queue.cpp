@@ -24,9 +24,20 @@ CompletionQueue::CompletionQueue(ibv_context* context, int depth, bool with_chan
     throw_errno("ibv_create_cq of depth " + std::to_string(depth), err);
   }
   ++live_objects().cqs;
+  if (cq_->cqe < depth) {  // read back: the provider may round up, never down
+    const int granted = cq_->cqe;
+    release();
+    throw Error(Code::not_supported, "ibv_create_cq granted " + std::to_string(granted) +
+                                         " entries, not the " + std::to_string(depth) +
+                                         " asked for");
+  }
 }
 
 CompletionQueue::~CompletionQueue() {
+  release();
+}
+
+void CompletionQueue::release() {
   if (unacked_events_) ibv_ack_cq_events(cq_, unacked_events_);
   if (int rc = ibv_destroy_cq(cq_)) {
     report_destroy_failure("ibv_destroy_cq", rc);

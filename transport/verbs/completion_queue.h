@@ -22,6 +22,8 @@ class CompletionQueue {
   int arm();
 
  private:
+  void release();
+
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
   unsigned unacked_events_ = 0;

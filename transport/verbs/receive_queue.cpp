@@ -31,7 +31,13 @@ SharedReceiveQueue::SharedReceiveQueue(ibv_context* context, ibv_pd* pd, uint32_
   srq_ = ibv_create_srq_ex(context, &init);
   if (!srq_) throw_errno("ibv_create_srq_ex of depth " + std::to_string(depth), errno);
   ++live_objects().srqs;
-  depth_ = depth;  // the provider may grant more (init.attr.max_wr); we post what we asked for
+  if (init.attr.max_wr < depth) {  // read back: never assume the request was granted
+    destroy_srq();
+    throw Error(Code::not_supported, "the SRQ holds " + std::to_string(init.attr.max_wr) +
+                                         " receives, not the " + std::to_string(depth) +
+                                         " asked for (IBCOLL_SRQ_DEPTH)");
+  }
+  depth_ = depth;  // the provider may grant more; credits are computed from what we post
   buffer_size_ = (buffer_size + 63) / 64 * 64;
 
   const size_t bytes = (size_t{depth_} * buffer_size_ + kPage - 1) / kPage * kPage;
