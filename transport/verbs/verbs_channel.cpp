@@ -153,11 +153,19 @@ void VerbsChannel::send(int peer, uint64_t tag, const void* buffer, size_t lengt
   if (p.failed) return complete_later(std::move(done), p.failure, 0);
   ensure_connected(peer);
 
+  // Fast path: a small message with nothing queued ahead of it goes straight to the wire.
+  const bool eager = length <= options_.eager_limit;
+  if (eager && p.outgoing.empty() && p.connected && !p.announce &&
+      post_eager(peer, tag, buffer, length)) {
+    return complete_later(std::move(done), Status(), length);
+  }
+  if (p.failed) return complete_later(std::move(done), p.failure, 0);
+
   const uint32_t id = new_id();
   sends_.emplace(id,
                  SendOp{peer, tag, static_cast<const std::byte*>(buffer), length, std::move(done)});
   ++p.open_ops;
-  p.outgoing.push_back({length <= options_.eager_limit ? wire::Type::eager : wire::Type::rts, id});
+  p.outgoing.push_back({eager ? wire::Type::eager : wire::Type::rts, id});
   pump(peer);
 }
 
@@ -247,13 +255,6 @@ void VerbsChannel::on_send_done(const ibv_wc& wc) {
   if (wc.status != IBV_WC_SUCCESS)
     return fail_peer(slot.peer, completion_error(wc, slot.peer, "send"));
   if (slot.probe) p.probe_outstanding = false;  // the peer's QP acknowledged: it is alive
-  if (slot.op != 0) {
-    if (auto it = sends_.find(slot.op); it != sends_.end()) {
-      complete_later(std::move(it->second.done), Status(), it->second.length);
-      --p.open_ops;
-      sends_.erase(it);
-    }
-  }
   pump(slot.peer);
 }
 

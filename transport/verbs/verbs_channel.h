@@ -123,7 +123,6 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   };
   struct SendSlot {
     int peer = -1;
-    uint32_t op = 0;     // SendOp that completes with this slot (eager), 0 for none
     bool probe = false;  // a keepalive
   };
 
@@ -146,9 +145,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void pump(int peer);
   bool post_outgoing(int peer, const Outgoing& item);
   bool post_rdma_write(int peer, uint32_t id);
+  bool post_eager(int peer, uint64_t tag, const void* data, size_t length);
   bool post_control(int peer, wire::Type type);
   bool post_message(int peer, const wire::MessageHeader& header, const void* body, size_t body_size,
-                    const void* payload, size_t payload_size, uint32_t op);
+                    const void* payload, size_t payload_size);
   bool has_room(int peer, uint32_t wrs) const;
   void fail_peer(int peer, const Status& status);
   void complete_later(Completion done, Status status, size_t bytes);

@@ -58,24 +58,45 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
                                r.registration ? r.registration->mr->rkey : 0,
                                0};
     header.type = wire::Type::cts;
-    posted = post_message(peer, header, &ready, sizeof(ready), nullptr, 0, 0);
+    posted = post_message(peer, header, &ready, sizeof(ready), nullptr, 0);
   } else {
     auto it = sends_.find(item.id);
     if (it == sends_.end()) return true;
-    const SendOp& op = it->second;
-    header.type = item.type;
+    SendOp& op = it->second;
+    if (item.type == wire::Type::eager) {
+      if (!post_eager(peer, op.tag, op.data, op.length)) return false;
+      complete_later(std::move(op.done), Status(), op.length);
+      --p.open_ops;
+      sends_.erase(it);
+      return true;
+    }
+    header.type = wire::Type::rts;
     header.tag = op.tag;
     header.length = op.length;
-    if (item.type == wire::Type::eager) {
-      posted = post_message(peer, header, nullptr, 0, op.data, op.length, item.id);
-    } else {
-      wire::RendezvousRequest request{item.id, 0};
-      posted = post_message(peer, header, &request, sizeof(request), nullptr, 0, 0);
-      counters_.rendezvous_sent += posted;
-    }
+    wire::RendezvousRequest request{item.id, 0};
+    posted = post_message(peer, header, &request, sizeof(request), nullptr, 0);
+    counters_.rendezvous_sent += posted;
   }
   if (posted) --p.send_credits;
   return posted;
+}
+
+// The payload is copied into a send slot, so the caller's buffer is free and the send is
+// complete once posted. A later transport error fails the peer, and with it whatever still
+// waits on it.
+bool VerbsChannel::post_eager(int peer, uint64_t tag, const void* data, size_t length) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.send_credits == 0) {
+    ++counters_.credit_stalls;
+    return false;
+  }
+  wire::MessageHeader header;
+  header.type = wire::Type::eager;
+  header.tag = tag;
+  header.length = length;
+  if (!post_message(peer, header, nullptr, 0, data, length)) return false;
+  --p.send_credits;
+  return true;
 }
 
 // The rendezvous data: RDMA writes (chunked at the port's largest message) into the buffer
@@ -135,12 +156,11 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
 bool VerbsChannel::post_control(int peer, wire::Type type) {
   wire::MessageHeader header;
   header.type = type;
-  return post_message(peer, header, nullptr, 0, nullptr, 0, 0);
+  return post_message(peer, header, nullptr, 0, nullptr, 0);
 }
 
 bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, const void* body,
-                                size_t body_size, const void* payload, size_t payload_size,
-                                uint32_t op) {
+                                size_t body_size, const void* payload, size_t payload_size) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (free_slots_.empty() || !has_room(peer, 1)) {
     starved_ |= free_slots_.empty() || cq_in_flight_ >= cq_budget_;
@@ -172,7 +192,7 @@ bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, con
     return false;
   }
   free_slots_.pop_back();
-  slots_[slot] = {peer, op, h.type == wire::Type::keepalive};
+  slots_[slot] = {peer, h.type == wire::Type::keepalive};
   p.credits_to_return = 0;
   ++p.in_flight;
   ++cq_in_flight_;
