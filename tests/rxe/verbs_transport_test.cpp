@@ -2,6 +2,7 @@
 // scenario forks its ranks before any verbs call, so each runs as real separate processes.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <unistd.h>
 
@@ -481,6 +482,45 @@ TEST(VerbsTransport, BadMessageArgumentsAndTruncation) {
                rendezvous_in.status.to_string());
     RANK_CHECK(eager_out.status.ok() && rendezvous_out.status.ok(), "sender side failed");
     RANK_CHECK(small[9] == std::byte{7}, "truncated payload not delivered");
+    r.store().barrier("end");
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// A rendezvous receive into memory that cannot be registered (here: PROT_NONE pages) fails
+// with the registration error, and its sender learns of the refusal instead of waiting.
+TEST(VerbsTransport, UnregistrableReceiveBufferFailsBothSides) {
+  auto exits = run_ranks(2, [](int me, int) {
+    runtime::VerbsEndpoint r;
+    constexpr size_t kBytes = 1 << 20;
+    Transfer t;
+    std::vector<std::byte> data(kBytes, std::byte{3});
+    void* unusable = nullptr;
+    if (me == 0) {
+      r.channel().send(1, 9, data.data(), kBytes, record(t));
+    } else {
+      unusable = mmap(nullptr, kBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      r.channel().recv(0, 9, unusable, kBytes, record(t));
+    }
+    r.wait([&] { return t.done; }, "refused rendezvous");
+    if (me == 0) {
+      RANK_CHECK(t.status.message().find("could not register its buffer") != std::string::npos,
+                 t.status.to_string());
+    } else {
+      RANK_CHECK(t.status.message().find("ibv_reg_mr") != std::string::npos, t.status.to_string());
+      munmap(unusable, kBytes);
+    }
+    // The connection stays usable.
+    Transfer again;
+    std::vector<std::byte> in(100);
+    if (me == 0)
+      r.channel().send(1, 10, data.data(), 100, record(again));
+    else
+      r.channel().recv(0, 10, in.data(), 100, record(again));
+    r.wait([&] { return again.done; }, "message after the refusal");
+    RANK_CHECK(again.status.ok(), again.status.to_string());
     r.store().barrier("end");
     return 0;
   });

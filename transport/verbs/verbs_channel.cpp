@@ -316,6 +316,7 @@ void VerbsChannel::fail_peer(int peer, const Status& status) {
 }
 
 void VerbsChannel::complete_later(Completion done, Status status, size_t bytes) {
+  if (!done) return;  // already completed (a refused rendezvous receive)
   deferred_.emplace_back(std::move(done), std::move(status), bytes);
 }
 

@@ -101,6 +101,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint32_t send_id;
     Completion done;
     RegistrationCache::Entry* registration = nullptr;
+    bool refused = false;  // registration failed: answer with a refusal, receive already failed
   };
   // What waits in a peer's send queue, in order. Credit, ready and keepalive messages are not
   // queued: they carry no order and must pass a queue stalled on credits.

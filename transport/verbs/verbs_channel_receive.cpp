@@ -98,6 +98,16 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
         IBCOLL_LOG(warn, "dropped a rendezvous reply for an unknown send from peer " << peer);
         break;
       }
+      if (ready.recv_id == 0) {  // refused: the receiver could not register its buffer
+        complete_later(std::move(it->second.done),
+                       Status(Code::system_error, "send to peer " + std::to_string(peer) +
+                                                      ": the receiver could not register its "
+                                                      "buffer (see its log)"),
+                       0);
+        --p.open_ops;
+        sends_.erase(it);
+        break;
+      }
       it->second.target = ready;
       p.outgoing.push_back({wire::Type::cts, ready.send_id, true});
       break;
@@ -125,14 +135,18 @@ void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint32_t sen
                                          uint64_t offered) {
   const size_t length = static_cast<size_t>(std::min<uint64_t>(recv.capacity, offered));
   RegistrationCache::Entry* registration = nullptr;
+  bool refused = false;
   try {
     if (length > 0) registration = registrations_->acquire(recv.buffer, length);
   } catch (const Error& e) {
-    return complete_later(std::move(recv.done), e.status(), 0);
+    // The receive fails here; the answer still goes out, refusing, so the sender fails too.
+    IBCOLL_LOG(warn, "receive from peer " << peer << " refused: " << e.what());
+    complete_later(std::move(recv.done), e.status(), 0);
+    refused = true;
   }
   const uint32_t id = new_id();
   rendezvous_.emplace(id, RendezvousRecv{peer, recv.buffer, length, offered, send_id,
-                                         std::move(recv.done), registration});
+                                         std::move(recv.done), registration, refused});
   Peer& p = peers_[static_cast<size_t>(peer)];
   ++p.open_ops;
   p.outgoing.push_back({wire::Type::cts, id});

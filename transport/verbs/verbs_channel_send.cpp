@@ -52,13 +52,17 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
     if (it == rendezvous_.end()) return true;
     const RendezvousRecv& r = it->second;
     wire::ReadyToReceive ready{r.send_id,
-                               item.id,
+                               r.refused ? 0 : item.id,
                                reinterpret_cast<uint64_t>(r.buffer),
                                r.length,
                                r.registration ? r.registration->mr->rkey : 0,
                                0};
     header.type = wire::Type::cts;
     posted = post_message(peer, header, &ready, sizeof(ready), nullptr, 0);
+    if (posted && r.refused) {
+      --p.open_ops;
+      rendezvous_.erase(it);
+    }
   } else {
     auto it = sends_.find(item.id);
     if (it == sends_.end()) return true;
