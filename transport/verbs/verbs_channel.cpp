@@ -15,7 +15,6 @@
 namespace ibcoll::transport::verbs {
 namespace {
 
-constexpr uint32_t kSendSlots = 256;
 constexpr uint32_t kSendDepthPerPeer = 128;
 constexpr uint32_t kDatagramWork = 2 * 64;  // UD receives and sends in the CQ
 constexpr uint32_t kQkey = 0x1bc0c011;
@@ -246,30 +245,29 @@ Status VerbsChannel::completion_error(const ibv_wc& wc, int peer, const char* wh
 }
 
 void VerbsChannel::on_send_done(const ibv_wc& wc) {
-  const auto index = static_cast<uint32_t>(work_index(wc.wr_id));
-  const SendSlot slot = slots_[index];
-  free_slots_.push_back(index);
-  --cq_in_flight_;
-  Peer& p = peers_[static_cast<size_t>(slot.peer)];
-  --p.in_flight;
-  if (wc.status != IBV_WC_SUCCESS)
+  const SendSlot slot = slots_[work_index(wc.wr_id)];
+  retire_through(slot.peer, wc.wr_id);
+  if (wc.status != IBV_WC_SUCCESS) {
     return fail_peer(slot.peer, completion_error(wc, slot.peer, "send"));
-  if (slot.probe) p.probe_outstanding = false;  // the peer's QP acknowledged: it is alive
+  }
+  if (slot.probe) peers_[static_cast<size_t>(slot.peer)].probe_outstanding = false;  // alive
   pump(slot.peer);
 }
 
 void VerbsChannel::on_write_done(const ibv_wc& wc) {
-  --cq_in_flight_;
   auto it = sends_.find(static_cast<uint32_t>(work_index(wc.wr_id)));
-  if (it == sends_.end()) return;  // its peer failed meanwhile
+  if (it == sends_.end()) {  // its peer failed meanwhile: find whose queue holds it
+    for (int peer = 0; peer < size_; ++peer)
+      retire_through(peer, wc.wr_id);
+    return;
+  }
   SendOp& op = it->second;
   const int peer = op.peer;
-  Peer& p = peers_[static_cast<size_t>(peer)];
-  p.in_flight -= op.write_chunks;
+  retire_through(peer, wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) return fail_peer(peer, completion_error(wc, peer, "RDMA write"));
   if (op.registration) registrations_->release(op.registration);
   complete_later(std::move(op.done), Status(), op.length);
-  --p.open_ops;
+  --peers_[static_cast<size_t>(peer)].open_ops;
   sends_.erase(it);
   pump(peer);
 }
@@ -289,6 +287,12 @@ void VerbsChannel::fail_peer(int peer, const Status& status) {
   if (p.failed) return;
   p.failed = true;
   p.failure = status;
+  if (ibv_qp* qp = p.connected ? connector_->queue_pair(peer) : nullptr) {
+    // Into the error state: whatever is still posted flushes back, giving its slots back.
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+  }
   p.outgoing.clear();
   p.open_ops = 0;
   connector_->forget(peer);

@@ -71,6 +71,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
 
  private:
   static constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);
+  static constexpr uint32_t kSendSlots = 256;   // registered eager send buffers
+  static constexpr uint32_t kSignalEvery = 16;  // one send in this many asks for a completion
 
   struct SendOp {
     int peer;
@@ -80,7 +82,6 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     Completion done;
     RegistrationCache::Entry* registration = nullptr;
     wire::ReadyToReceive target{};  // from the receiver's answer (rendezvous)
-    uint32_t write_chunks = 0;
   };
   struct PostedRecv {
     std::byte* buffer;
@@ -110,8 +111,17 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint32_t id;      // SendOp for eager/rts/write, RendezvousRecv for cts
     bool rdma_write = false;
   };
+  // A work request posted on a peer's QP and not yet known complete. Most sends go
+  // unsignaled; a signaled completion retires every entry up to its own, in posting order.
+  struct Unacked {
+    uint64_t work_id;
+    uint32_t wrs;  // work requests it stands for (an RDMA write may be several chunks)
+    bool signaled;
+  };
   struct Peer {
     std::deque<Outgoing> outgoing;
+    std::deque<Unacked> unacked;
+    uint32_t unsignaled_run = 0;  // sends since the last signaled one
     uint32_t send_credits = 0;
     uint32_t credits_to_return = 0;
     uint32_t in_flight = 0;  // work requests on the QP
@@ -151,6 +161,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   bool post_message(int peer, const wire::MessageHeader& header, const void* body, size_t body_size,
                     const void* payload, size_t payload_size);
   bool has_room(int peer, uint32_t wrs) const;
+  bool should_signal(Peer& p, bool probe);
+  void retire_through(int peer, uint64_t work_id);
   void fail_peer(int peer, const Status& status);
   void complete_later(Completion done, Status status, size_t bytes);
   uint32_t new_id();
@@ -171,8 +183,11 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   size_t slot_size_;
   std::vector<SendSlot> slots_;
   std::vector<uint32_t> free_slots_;
-  uint32_t cq_budget_ = 0;  // signaled sends allowed in flight: the CQ can never overflow
+  // Work requests allowed in flight, signaled or not (an error flushes them all into the CQ):
+  // the CQ can never overflow.
+  uint32_t cq_budget_ = 0;
   uint32_t cq_in_flight_ = 0;
+  uint32_t unsignaled_ = 0;  // unsignaled sends holding send slots, over all peers
   uint32_t credits_granted_ = 0;
   std::vector<Peer> peers_;
   std::unordered_map<uint32_t, SendOp> sends_;

@@ -13,7 +13,7 @@ namespace ibcoll::transport::verbs {
 
 bool VerbsChannel::has_room(int peer, uint32_t wrs) const {
   const Peer& p = peers_[static_cast<size_t>(peer)];
-  return p.in_flight + wrs <= p.max_send_wr && cq_in_flight_ < cq_budget_;
+  return p.in_flight + wrs <= p.max_send_wr && cq_in_flight_ + wrs <= cq_budget_;
 }
 
 void VerbsChannel::pump(int peer) {
@@ -149,12 +149,43 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
                                              std::to_string(peer) + ": " + std::strerror(rc)));
     return false;
   }
-  op.write_chunks = chunks;
+  p.unacked.push_back({make_work_id(WorkKind::rdma_write, id), chunks, true});
   p.in_flight += chunks;
-  ++cq_in_flight_;
+  cq_in_flight_ += chunks;
   --p.send_credits;
   counters_.bytes_sent += length;
   return true;
+}
+
+// Sends are signaled one in kSignalEvery, so most cost no completion at all. Probes are always
+// signaled (their acknowledgement is the point), and so is everything while unsignaled sends
+// hold too many slots: slots of a peer that goes quiet stay held until its next signaled one.
+bool VerbsChannel::should_signal(Peer& p, bool probe) {
+  if (probe || ++p.unsignaled_run >= kSignalEvery || unsignaled_ >= kSendSlots / 2 ||
+      free_slots_.size() < kSendSlots / 4) {
+    p.unsignaled_run = 0;
+    return true;
+  }
+  return false;
+}
+
+// Completions arrive in posting order per QP, so one completion for `work_id` means every
+// work request posted on that QP before it is done too.
+void VerbsChannel::retire_through(int peer, uint64_t work_id) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  auto found = std::find_if(p.unacked.begin(), p.unacked.end(),
+                            [&](const Unacked& u) { return u.work_id == work_id; });
+  if (found == p.unacked.end()) return;  // retired already (a later chunk of a flushed write)
+  const auto end = std::next(found);
+  for (auto u = p.unacked.begin(); u != end; ++u) {
+    if (work_kind(u->work_id) == WorkKind::send) {
+      free_slots_.push_back(static_cast<uint32_t>(work_index(u->work_id)));
+    }
+    unsignaled_ -= !u->signaled;
+    p.in_flight -= u->wrs;
+    cq_in_flight_ -= u->wrs;
+  }
+  p.unacked.erase(p.unacked.begin(), end);
 }
 
 bool VerbsChannel::post_control(int peer, wire::Type type) {
@@ -187,8 +218,10 @@ bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, con
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
-  wr.send_flags =
-      IBV_SEND_SIGNALED | (total <= connector_->caps(peer).max_inline_data ? IBV_SEND_INLINE : 0);
+  const bool probe = h.type == wire::Type::keepalive;
+  const bool signaled = should_signal(p, probe);
+  wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) |
+                  (total <= connector_->caps(peer).max_inline_data ? IBV_SEND_INLINE : 0);
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(qp, &wr, &bad)) {
     fail_peer(peer, Status(Code::system_error, "ibv_post_send to peer " + std::to_string(peer) +
@@ -196,7 +229,9 @@ bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, con
     return false;
   }
   free_slots_.pop_back();
-  slots_[slot] = {peer, h.type == wire::Type::keepalive};
+  slots_[slot] = {peer, probe};
+  p.unacked.push_back({wr.wr_id, 1, signaled});
+  unsignaled_ += !signaled;
   p.credits_to_return = 0;
   ++p.in_flight;
   ++cq_in_flight_;
