@@ -164,7 +164,7 @@ void VerbsChannel::send(int peer, uint64_t tag, const void* buffer, size_t lengt
   sends_.emplace(id,
                  SendOp{peer, tag, static_cast<const std::byte*>(buffer), length, std::move(done)});
   ++p.open_ops;
-  p.outgoing.push_back({eager ? wire::Type::eager : wire::Type::rts, id});
+  p.outgoing.push_back({eager ? Outgoing::Step::eager : Outgoing::Step::rendezvous_request, id});
   pump(peer);
 }
 

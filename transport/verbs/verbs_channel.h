@@ -1,5 +1,5 @@
 // VerbsChannel: the Channel over verbs. One CQ, one SRQ for every peer, RC connections made on
-// demand (Connector), and for each peer:
+// demand (a ConnectionManager), and for each peer:
 //  - eager messages (≤ eager_limit) copied into the peer's SRQ buffers;
 //  - rendezvous for larger ones: request → the receiver registers its buffer and answers →
 //    RDMA write with immediate straight into it;
@@ -32,7 +32,7 @@
 namespace ibcoll::transport::verbs {
 
 struct ChannelCounters {
-  uint64_t connections = 0;  // RC QPs this process created
+  uint64_t connections = 0;  // RC connections made
   uint64_t shared_receive_queues = 0;
   uint64_t posted_receives = 0;  // SRQ buffers posted now
   uint64_t srq_depth = 0;
@@ -107,9 +107,14 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // What waits in a peer's send queue, in order. Credit, ready and keepalive messages are not
   // queued: they carry no order and must pass a queue stalled on credits.
   struct Outgoing {
-    wire::Type type;  // eager, rts, cts, or cts' answer: an RDMA write (type eager unused)
-    uint32_t id;      // SendOp for eager/rts/write, RendezvousRecv for cts
-    bool rdma_write = false;
+    enum class Step : uint8_t {
+      eager,               // SendOp: its payload, copied
+      rendezvous_request,  // SendOp: asks the receiver for a buffer
+      rendezvous_reply,    // RendezvousRecv: tells the sender where to write (or refuses)
+      rdma_write,          // SendOp: the data, into the buffer the receiver named
+    };
+    Step step;
+    uint32_t id;
   };
   // A work request posted on a peer's QP and not yet known complete. Most sends go
   // unsignaled; a signaled completion retires every entry up to its own, in posting order.

@@ -109,7 +109,7 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
         break;
       }
       it->second.target = ready;
-      p.outgoing.push_back({wire::Type::cts, ready.send_id, true});
+      p.outgoing.push_back({Outgoing::Step::rdma_write, ready.send_id});
       break;
     }
     default:
@@ -149,7 +149,7 @@ void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint32_t sen
                                          std::move(recv.done), registration, refused});
   Peer& p = peers_[static_cast<size_t>(peer)];
   ++p.open_ops;
-  p.outgoing.push_back({wire::Type::cts, id});
+  p.outgoing.push_back({Outgoing::Step::rendezvous_reply, id});
   pump(peer);
 }
 

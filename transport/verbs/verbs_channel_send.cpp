@@ -44,10 +44,10 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
     ++counters_.credit_stalls;
     return false;
   }
-  if (item.rdma_write) return post_rdma_write(peer, item.id);
+  if (item.step == Outgoing::Step::rdma_write) return post_rdma_write(peer, item.id);
   wire::MessageHeader header;
   bool posted = false;
-  if (item.type == wire::Type::cts) {
+  if (item.step == Outgoing::Step::rendezvous_reply) {
     auto it = rendezvous_.find(item.id);
     if (it == rendezvous_.end()) return true;
     const RendezvousRecv& r = it->second;
@@ -67,7 +67,7 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
     auto it = sends_.find(item.id);
     if (it == sends_.end()) return true;
     SendOp& op = it->second;
-    if (item.type == wire::Type::eager) {
+    if (item.step == Outgoing::Step::eager) {
       if (!post_eager(peer, op.tag, op.data, op.length)) return false;
       complete_later(std::move(op.done), Status(), op.length);
       --p.open_ops;
