@@ -9,6 +9,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -101,44 +103,36 @@ int all_to_all(const std::vector<size_t>& sizes) {
   return 0;
 }
 
-TEST(VerbsTransport, AllToAllTwoRanksZeroTo16MiB) {
-  const std::vector<size_t> sizes{0, 1, 100, 8192, 8193, 65536, (1 << 20) + 3, 16 << 20};
-  auto exits = run_ranks(2, [&](int, int) { return all_to_all(sizes); });
-  for (auto& e : exits)
+void expect_all_ok(const std::vector<RankExit>& exits) {
+  for (const auto& e : exits)
     EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+void expect_all_to_all(int ranks, const std::vector<size_t>& sizes,
+                       std::map<std::string, std::string> environment = {}) {
+  RankOptions options;
+  options.environment = std::move(environment);
+  expect_all_ok(run_ranks(
+      ranks, [&](int, int) { return all_to_all(sizes); }, options));
+}
+
+TEST(VerbsTransport, AllToAllTwoRanksZeroTo16MiB) {
+  expect_all_to_all(2, {0, 1, 100, 8192, 8193, 65536, (1 << 20) + 3, 16 << 20});
 }
 
 // Four ranks on two CPUs, waiting by sleeping on the completion channel (IBCOLL_WAIT=event).
 TEST(VerbsTransport, AllToAllFourRanksSleepingOnEvents) {
-  const std::vector<size_t> sizes{0, 7, 4096, 8193, 300000, (1 << 20) + 5};
-  RankOptions options;
-  options.environment["IBCOLL_WAIT"] = "event";
-  auto exits = run_ranks(
-      4, [&](int, int) { return all_to_all(sizes); }, options);
-  for (auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
+  expect_all_to_all(4, {0, 7, 4096, 8193, 300000, (1 << 20) + 5}, {{"IBCOLL_WAIT", "event"}});
 }
 
 TEST(VerbsTransport, AllToAllEightRanksWithRegistrationCache) {
-  const std::vector<size_t> sizes{0, 1, 8192, 20000, 100000};
-  RankOptions options;
-  options.environment["IBCOLL_MR_CACHE"] = "1";
-  auto exits = run_ranks(
-      8, [&](int, int) { return all_to_all(sizes); }, options);
-  for (auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
+  expect_all_to_all(8, {0, 1, 8192, 20000, 100000}, {{"IBCOLL_MR_CACHE", "1"}});
 }
 
 // The same exchange with connections made through librdmacm; every rank connects to every
 // other at once, so simultaneous connects from both sides are exercised too.
 TEST(VerbsTransport, AllToAllOverRdmaCm) {
-  const std::vector<size_t> sizes{0, 1, 8192, 8193, (1 << 20) + 3, 16 << 20};
-  RankOptions options;
-  options.environment["IBCOLL_CM"] = "rdmacm";
-  auto exits = run_ranks(
-      3, [&](int, int) { return all_to_all(sizes); }, options);
-  for (auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
+  expect_all_to_all(3, {0, 1, 8192, 8193, (1 << 20) + 3, 16 << 20}, {{"IBCOLL_CM", "rdmacm"}});
 }
 
 // Seven senders push 10 000 small messages each into one receiver whose SRQ holds 64 buffers:
@@ -200,8 +194,7 @@ TEST(VerbsTransport, ManyToOneBurstIntoSmallSrq) {
         return 0;
       },
       options);
-  for (auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
+  expect_all_ok(exits);
 }
 
 // Rank 0 talks to ranks 1 and 2 only: connections are made on demand, so it has exactly two.
@@ -240,8 +233,7 @@ TEST(VerbsTransport, ConnectsOnlyToPeersItTalksTo) {
     r.store().barrier("end");
     return 0;
   });
-  for (auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
+  expect_all_ok(exits);
 }
 
 // A peer that never polls never answers the handshake: the request is resent on its timer,
@@ -272,8 +264,7 @@ TEST(VerbsTransport, SilentPeerFailsTheHandshakeAfterRetries) {
         return 0;
       },
       options);
-  for (auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
+  expect_all_ok(exits);
 }
 
 // Soft-RoCE has no XRC: auto falls back to RC on one SRQ; on is a clear error naming the
@@ -324,8 +315,7 @@ TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
         return 0;
       },
       options);
-  for (auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
+  expect_all_ok(exits);
 }
 
 // A peer killed mid-transfer: every survivor's operations with it fail with an error that names
@@ -431,8 +421,7 @@ TEST(VerbsTransport, BadDeviceSettingsAreClearErrors) {
     RANK_CHECK(live_objects().contexts == 0 && live_objects().pds == 0, "half-created channel");
     return 0;
   });
-  for (auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
+  expect_all_ok(exits);
 }
 
 // Bad arguments to send/recv throw, name the argument, and change nothing; a receive buffer
@@ -485,8 +474,7 @@ TEST(VerbsTransport, BadMessageArgumentsAndTruncation) {
     r.store().barrier("end");
     return 0;
   });
-  for (auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
+  expect_all_ok(exits);
 }
 
 // A rendezvous receive into memory that cannot be registered (here: PROT_NONE pages) fails
@@ -524,8 +512,7 @@ TEST(VerbsTransport, UnregistrableReceiveBufferFailsBothSides) {
     r.store().barrier("end");
     return 0;
   });
-  for (auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
+  expect_all_ok(exits);
 }
 
 }  // namespace
