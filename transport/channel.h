@@ -27,6 +27,14 @@ class Channel : public Poller {
   virtual void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) = 0;
   // Receives a message of at most `capacity` bytes; a longer one completes with truncated.
   virtual void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) = 0;
+
+ protected:
+  // The argument checks every channel makes first: Error(invalid_argument) naming the argument.
+  void check_send(int peer, const void* buffer, size_t length, const Completion& done) const;
+  void check_recv(int peer, const void* buffer, size_t capacity, const Completion& done) const;
+
+ private:
+  void check_peer(int peer, const char* call) const;
 };
 
 }  // namespace ibcoll::transport

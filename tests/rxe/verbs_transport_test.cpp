@@ -16,6 +16,7 @@
 
 #include "base/status.h"
 #include "runtime/verbs_endpoint.h"
+#include "tests/support/exchange.h"
 #include "tests/support/forked_ranks.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/xrc_domain.h"
@@ -25,74 +26,11 @@ namespace {
 
 using transport::verbs::live_objects;
 
-// Deterministic test bytes, different for every (source, destination, tag, position).
-std::byte pattern_byte(int source, int destination, uint64_t tag, size_t i) {
-  uint64_t x = (uint64_t(source) * 0x9E3779B1u) ^ (uint64_t(destination) << 20) ^ (tag << 40) ^ i;
-  x ^= x >> 13;
-  x *= 0xff51afd7ed558ccdull;
-  return static_cast<std::byte>(x >> 56);
-}
-
-struct Transfer {
-  std::vector<std::byte> buffer;
-  bool done = false;
-  Status status;
-  size_t bytes = 0;
-};
-
-transport::Completion record(Transfer& t) {
-  return [&t](const Status& s, size_t bytes) {
-    t.done = true;
-    t.status = s;
-    t.bytes = bytes;
-  };
-}
-
-// Every rank sends one message of each size to every other rank and receives theirs; payloads,
-// completion lengths and the one-SRQ-per-process rule are checked.
+// The all-to-all exchange over verbs, then the one-SRQ-per-process and on-demand rules.
 int all_to_all(const std::vector<size_t>& sizes) {
   runtime::VerbsEndpoint r;
-  const int me = r.rank(), n = r.size();
-  std::vector<Transfer> sends, recvs;
-  sends.reserve(sizes.size() * n);
-  recvs.reserve(sizes.size() * n);
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == me) continue;
-    for (size_t t = 0; t < sizes.size(); ++t) {
-      Transfer& in = recvs.emplace_back();
-      in.buffer.resize(sizes[t]);
-      r.channel().recv(peer, t, in.buffer.data(), in.buffer.size(), record(in));
-      Transfer& out = sends.emplace_back();
-      out.buffer.resize(sizes[t]);
-      for (size_t i = 0; i < sizes[t]; ++i)
-        out.buffer[i] = pattern_byte(me, peer, t, i);
-      r.channel().send(peer, t, out.buffer.data(), out.buffer.size(), record(out));
-    }
-  }
-  r.wait(
-      [&] {
-        for (auto& t : sends)
-          if (!t.done) return false;
-        for (auto& t : recvs)
-          if (!t.done) return false;
-        return true;
-      },
-      "all-to-all exchange");
-
-  size_t k = 0;
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == me) continue;
-    for (size_t t = 0; t < sizes.size(); ++t, ++k) {
-      const std::string what = "peer " + std::to_string(peer) + " size " + std::to_string(sizes[t]);
-      RANK_CHECK(sends[k].status.ok(), what + ": " + sends[k].status.to_string());
-      RANK_CHECK(recvs[k].status.ok(), what + ": " + recvs[k].status.to_string());
-      RANK_CHECK(recvs[k].bytes == sizes[t], what + ": got " + std::to_string(recvs[k].bytes));
-      for (size_t i = 0; i < sizes[t]; ++i) {
-        RANK_CHECK(recvs[k].buffer[i] == pattern_byte(peer, me, t, i),
-                   what + ": wrong byte at " + std::to_string(i));
-      }
-    }
-  }
+  const int n = r.size();
+  exchange_all_to_all(r, r.channel(), sizes);
   const auto c = r.channel().counters();
   RANK_CHECK(c.shared_receive_queues == 1 && live_objects().srqs == 1,
              "one SRQ per process, found " + std::to_string(live_objects().srqs));
@@ -101,11 +39,6 @@ int all_to_all(const std::vector<size_t>& sizes) {
   RANK_CHECK(c.failed_peers == 0, "a peer failed");
   r.store().barrier("end");
   return 0;
-}
-
-void expect_all_ok(const std::vector<RankExit>& exits) {
-  for (const auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
 }
 
 void expect_all_to_all(int ranks, const std::vector<size_t>& sizes,

@@ -120,45 +120,24 @@ uint32_t VerbsChannel::new_id() {
   return next_id_++;
 }
 
-void VerbsChannel::check_peer(int peer, const char* call) const {
-  if (peer < 0 || peer >= size_) {
-    throw Error(Code::invalid_argument, std::string(call) + ": peer " + std::to_string(peer) +
-                                            " is outside [0, " + std::to_string(size_) + ")");
-  }
-  if (peer == rank_) {
-    throw Error(Code::invalid_argument,
-                std::string(call) + ": peer " + std::to_string(peer) + " is this process");
-  }
-}
-
 void VerbsChannel::ensure_connected(int peer) {
   connector_->connect(peer);
 }
 
 void VerbsChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
                         Completion done) {
-  check_peer(peer, "send");
-  if (!buffer && length > 0) {
-    throw Error(Code::invalid_argument,
-                "send: buffer is null but length is " + std::to_string(length));
-  }
-  if (length > max_message_size()) {
-    throw Error(Code::invalid_argument, "send: length " + std::to_string(length) +
-                                            " exceeds the largest message, " +
-                                            std::to_string(max_message_size()));
-  }
-  if (!done) throw Error(Code::invalid_argument, "send: no completion callback");
+  check_send(peer, buffer, length, done);
   Peer& p = peers_[static_cast<size_t>(peer)];
-  if (p.failed) return complete_later(std::move(done), p.failure, 0);
+  if (p.failed) return completions_.add(std::move(done), p.failure, 0);
   ensure_connected(peer);
 
   // Fast path: a small message with nothing queued ahead of it goes straight to the wire.
   const bool eager = length <= options_.eager_limit;
   if (eager && p.outgoing.empty() && p.connected && !p.announce &&
       post_eager(peer, tag, buffer, length)) {
-    return complete_later(std::move(done), Status(), length);
+    return completions_.add(std::move(done), Status(), length);
   }
-  if (p.failed) return complete_later(std::move(done), p.failure, 0);
+  if (p.failed) return completions_.add(std::move(done), p.failure, 0);
 
   const uint32_t id = new_id();
   sends_.emplace(id,
@@ -169,12 +148,7 @@ void VerbsChannel::send(int peer, uint64_t tag, const void* buffer, size_t lengt
 }
 
 void VerbsChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {
-  check_peer(peer, "recv");
-  if (!buffer && capacity > 0) {
-    throw Error(Code::invalid_argument,
-                "recv: buffer is null but capacity is " + std::to_string(capacity));
-  }
-  if (!done) throw Error(Code::invalid_argument, "recv: no completion callback");
+  check_recv(peer, buffer, capacity, done);
   Peer& p = peers_[static_cast<size_t>(peer)];
   PostedRecv posted{static_cast<std::byte*>(buffer), capacity, std::move(done)};
   if (auto arrival = matches_.take_unexpected({peer, tag})) {
@@ -185,7 +159,7 @@ void VerbsChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, C
     }
     return;
   }
-  if (p.failed) return complete_later(std::move(posted.done), p.failure, 0);
+  if (p.failed) return completions_.add(std::move(posted.done), p.failure, 0);
   ensure_connected(peer);
   matches_.add_posted({peer, tag}, std::move(posted));
   ++p.open_ops;
@@ -212,14 +186,7 @@ int VerbsChannel::poll() {
     }
   }
   int events = std::max(n, 0);
-  while (!deferred_.empty()) {  // callbacks may post more work, and so more completions
-    running_.swap(deferred_);   // both keep their capacity: no allocation once warm
-    for (auto& [done, status, bytes] : running_)
-      done(status, bytes);
-    events += static_cast<int>(running_.size());
-    running_.clear();
-  }
-  return events;
+  return events + completions_.run();
 }
 
 void VerbsChannel::handle(const ibv_wc& wc) {
@@ -266,7 +233,7 @@ void VerbsChannel::on_write_done(const ibv_wc& wc) {
   retire_through(peer, wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) return fail_peer(peer, completion_error(wc, peer, "RDMA write"));
   if (op.registration) registrations_->release(op.registration);
-  complete_later(std::move(op.done), Status(), op.length);
+  completions_.add(std::move(op.done), Status(), op.length);
   --peers_[static_cast<size_t>(peer)].open_ops;
   sends_.erase(it);
   pump(peer);
@@ -304,7 +271,7 @@ void VerbsChannel::fail_peer(int peer, const Status& status) {
       continue;
     }
     if (it->second.registration) registrations_->release(it->second.registration);
-    complete_later(std::move(it->second.done), status, 0);
+    completions_.add(std::move(it->second.done), status, 0);
     it = sends_.erase(it);
   }
   for (auto it = rendezvous_.begin(); it != rendezvous_.end();) {
@@ -313,15 +280,10 @@ void VerbsChannel::fail_peer(int peer, const Status& status) {
       continue;
     }
     if (it->second.registration) registrations_->release(it->second.registration);
-    complete_later(std::move(it->second.done), status, 0);
+    completions_.add(std::move(it->second.done), status, 0);
     it = rendezvous_.erase(it);
   }
-  matches_.fail_peer(peer, [&](PostedRecv& r) { complete_later(std::move(r.done), status, 0); });
-}
-
-void VerbsChannel::complete_later(Completion done, Status status, size_t bytes) {
-  if (!done) return;  // already completed (a refused rendezvous receive)
-  deferred_.emplace_back(std::move(done), std::move(status), bytes);
+  matches_.fail_peer(peer, [&](PostedRecv& r) { completions_.add(std::move(r.done), status, 0); });
 }
 
 void VerbsChannel::on_tick(Clock::time_point now) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "transport/channel.h"
+#include "transport/deferred_completions.h"
 #include "transport/match_table.h"
 #include "transport/verbs/completion_queue.h"
 #include "transport/verbs/connection_manager.h"
@@ -146,7 +147,6 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void on_connected(int peer, bool announce) override;
   void on_connect_failed(int peer, const Status& status) override { fail_peer(peer, status); }
 
-  void check_peer(int peer, const char* call) const;
   void ensure_connected(int peer);
   void handle(const ibv_wc& wc);
   void on_receive(const ibv_wc& wc);
@@ -169,7 +169,6 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   bool should_signal(Peer& p, bool probe);
   void retire_through(int peer, uint64_t work_id);
   void fail_peer(int peer, const Status& status);
-  void complete_later(Completion done, Status status, size_t bytes);
   uint32_t new_id();
   Status completion_error(const ibv_wc& wc, int peer, const char* what) const;
 
@@ -198,7 +197,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   std::unordered_map<uint32_t, SendOp> sends_;
   std::unordered_map<uint32_t, RendezvousRecv> rendezvous_;
   MatchTable<PostedRecv, Arrival> matches_;
-  std::vector<std::tuple<Completion, Status, size_t>> deferred_, running_;
+  DeferredCompletions completions_;
   bool starved_ = false;  // a send waited for a slot or CQ room shared by all peers
   uint32_t next_id_ = 1;
   uint32_t polls_since_tick_ = 0;

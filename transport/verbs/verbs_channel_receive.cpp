@@ -45,7 +45,7 @@ void VerbsChannel::on_receive(const ibv_wc& wc) {
                                              ": message of " + std::to_string(r.offered) +
                                              " bytes, buffer of " + std::to_string(r.length));
       }
-      complete_later(std::move(r.done), status, r.length);
+      completions_.add(std::move(r.done), status, r.length);
       --p.open_ops;
       rendezvous_.erase(it);
     }
@@ -99,11 +99,11 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
         break;
       }
       if (ready.recv_id == 0) {  // refused: the receiver could not register its buffer
-        complete_later(std::move(it->second.done),
-                       Status(Code::system_error, "send to peer " + std::to_string(peer) +
-                                                      ": the receiver could not register its "
-                                                      "buffer (see its log)"),
-                       0);
+        completions_.add(std::move(it->second.done),
+                         Status(Code::system_error, "send to peer " + std::to_string(peer) +
+                                                        ": the receiver could not register its "
+                                                        "buffer (see its log)"),
+                         0);
         --p.open_ops;
         sends_.erase(it);
         break;
@@ -128,7 +128,7 @@ void VerbsChannel::deliver_eager(int peer, PostedRecv& recv, const std::byte* pa
                                          std::to_string(length) + " bytes, buffer of " +
                                          std::to_string(recv.capacity));
   }
-  complete_later(std::move(recv.done), status, n);
+  completions_.add(std::move(recv.done), status, n);
 }
 
 void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint32_t send_id,
@@ -141,7 +141,7 @@ void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint32_t sen
   } catch (const Error& e) {
     // The receive fails here; the answer still goes out, refusing, so the sender fails too.
     IBCOLL_LOG(warn, "receive from peer " << peer << " refused: " << e.what());
-    complete_later(std::move(recv.done), e.status(), 0);
+    completions_.add(std::move(recv.done), e.status(), 0);
     refused = true;
   }
   const uint32_t id = new_id();

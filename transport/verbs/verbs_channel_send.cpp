@@ -69,7 +69,7 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
     SendOp& op = it->second;
     if (item.step == Outgoing::Step::eager) {
       if (!post_eager(peer, op.tag, op.data, op.length)) return false;
-      complete_later(std::move(op.done), Status(), op.length);
+      completions_.add(std::move(op.done), Status(), op.length);
       --p.open_ops;
       sends_.erase(it);
       return true;

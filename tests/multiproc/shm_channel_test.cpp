@@ -1,0 +1,153 @@
+// The shared-memory channel between real forked processes on this machine: messages of every
+// size through the rings, unexpected and truncated messages, a peer that dies, and the
+// segment's hygiene (0600, unlinked once everyone is attached).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+
+#include "runtime/shm_endpoint.h"
+#include "tests/support/exchange.h"
+
+namespace ibcoll::testing {
+namespace {
+
+const std::vector<size_t> kSizes{0, 1, 7, 16360, 16361, 65537, (1 << 20) + 5, 16 << 20};
+
+TEST(ShmChannel, AllToAllEverySizeWithTwoThreeAndFourRanks) {
+  for (int ranks : {2, 3, 4}) {
+    expect_all_ok(run_ranks(ranks, [](int, int) {
+      runtime::ShmEndpoint r;
+      exchange_all_to_all(r, r.channel(), kSizes);
+      r.store().barrier("end");
+      return 0;
+    }));
+  }
+}
+
+// Messages sent long before their receive is posted wait in the unexpected queue intact, in
+// order per tag; a buffer too small for its message completes with `truncated`.
+TEST(ShmChannel, UnexpectedAndTruncatedMessages) {
+  expect_all_ok(run_ranks(2, [](int me, int) {
+    runtime::ShmEndpoint r;
+    std::vector<std::byte> big(3 << 20), small(100);
+    if (me == 0) {
+      Transfer a, b, c;
+      for (size_t i = 0; i < big.size(); ++i)
+        big[i] = pattern_byte(0, 1, 1, i);
+      r.channel().send(1, 1, big.data(), big.size(), record(a));
+      r.channel().send(1, 1, big.data(), 1000, record(b));
+      r.channel().send(1, 2, big.data(), big.size(), record(c));
+      r.wait([&] { return a.done && b.done && c.done; }, "sends");
+      RANK_CHECK(a.status.ok() && b.status.ok() && c.status.ok(), "send failed");
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let them arrive first
+      Transfer first, second, truncated;
+      first.buffer.resize(big.size());
+      second.buffer.resize(1000);
+      r.channel().recv(0, 1, first.buffer.data(), first.buffer.size(), record(first));
+      r.channel().recv(0, 1, second.buffer.data(), 1000, record(second));
+      r.channel().recv(0, 2, small.data(), small.size(), record(truncated));
+      r.wait([&] { return first.done && second.done && truncated.done; }, "receives");
+      RANK_CHECK(first.status.ok() && first.bytes == big.size(), first.status.to_string());
+      RANK_CHECK(second.status.ok() && second.bytes == 1000, second.status.to_string());
+      for (size_t i = 0; i < big.size(); ++i) {
+        RANK_CHECK(first.buffer[i] == pattern_byte(0, 1, 1, i), "first message byte");
+      }
+      RANK_CHECK(second.buffer[999] == pattern_byte(0, 1, 1, 999), "second message byte");
+      RANK_CHECK(truncated.status.code() == Code::truncated && truncated.bytes == 100,
+                 truncated.status.to_string());
+      RANK_CHECK(small[99] == pattern_byte(0, 1, 1, 99), "truncated payload");
+    }
+    r.store().barrier("end");
+    return 0;
+  }));
+}
+
+// A rank killed while the others wait on it: their operations with it fail naming it, and
+// they go on exchanging with each other.
+TEST(ShmChannel, KilledPeerFailsItsOperationsOnly) {
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "20s";
+  auto exits = run_ranks(
+      3,
+      [](int me, int) {
+        runtime::ShmEndpoint r;
+        if (me == 2) {
+          r.store().barrier("ready");
+          raise(SIGKILL);
+        }
+        r.store().barrier("ready");
+        Transfer from_dead, to_dead;
+        std::vector<std::byte> big(8 << 20), in(8 << 20);
+        r.channel().recv(2, 1, in.data(), in.size(), record(from_dead));
+        r.channel().send(2, 1, big.data(), big.size(), record(to_dead));  // fills the ring
+        r.wait([&] { return from_dead.done && to_dead.done; }, "operations with the dead peer");
+        for (Transfer* t : {&from_dead, &to_dead}) {
+          RANK_CHECK(t->status.code() == Code::peer_failed, t->status.to_string());
+          RANK_CHECK(t->status.message().find("peer 2 (pid") != std::string::npos,
+                     t->status.message());
+        }
+        Transfer out, back;
+        char ping = 'p', pong = 0;
+        r.channel().send(1 - me, 2, &ping, 1, record(out));
+        r.channel().recv(1 - me, 2, &pong, 1, record(back));
+        r.wait([&] { return out.done && back.done; }, "survivors");
+        RANK_CHECK(back.status.ok() && pong == 'p', back.status.to_string());
+        return 0;
+      },
+      options);
+  EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
+  EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+}
+
+TEST(ShmChannel, SegmentIsUnlinkedOnceAttachedAndBadArgumentsAreNamed) {
+  expect_all_ok(run_ranks(2, [](int me, int) {
+    runtime::ShmEndpoint r;
+    const int fd = shm_open(r.segment_name().c_str(), O_RDWR, 0600);
+    RANK_CHECK(fd < 0 && errno == ENOENT, "the segment name is still there after set-up");
+    char byte = 0;
+    const auto ignore = [](const Status&, size_t) {};
+    for (int bad : {-1, 2, me}) {
+      try {
+        r.channel().send(bad, 0, &byte, 1, ignore);
+        RANK_CHECK(false, "accepted peer " + std::to_string(bad));
+      } catch (const Error& e) {
+        RANK_CHECK(
+            std::string(e.what()).find("send: peer " + std::to_string(bad)) != std::string::npos,
+            e.what());
+      }
+    }
+    try {
+      r.channel().recv(1 - me, 0, nullptr, 4, ignore);
+      RANK_CHECK(false, "accepted a null buffer");
+    } catch (const Error& e) {
+      RANK_CHECK(std::string(e.what()).find("recv: buffer is null") != std::string::npos, e.what());
+    }
+    r.store().barrier("end");
+    return 0;
+  }));
+}
+
+TEST(SharedSegment, IsCreatedPrivateAndRefusesAnExistingName) {
+  const std::string name = "/ibcoll-test-" + std::to_string(getpid());
+  auto segment = transport::shm::SharedSegment::create(name, 8192);
+  struct stat info {};
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fstat(fd, &info), 0);
+  close(fd);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  EXPECT_THROW(transport::shm::SharedSegment::create(name, 8192), Error);
+  segment.unlink();
+  EXPECT_THROW(transport::shm::SharedSegment::open(name, 8192, std::chrono::milliseconds(20)),
+               Error);
+}
+
+}  // namespace
+}  // namespace ibcoll::testing

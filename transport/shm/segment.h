@@ -1,0 +1,38 @@
+// SharedSegment: a POSIX shared-memory segment (0600) mapped into this process. One local rank
+// creates it, the others open it; once every local rank has mapped it, the creator unlinks the
+// name, so nothing is left behind however the job ends.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "base/deadline.h"
+
+namespace ibcoll::transport::shm {
+
+class SharedSegment {
+ public:
+  // Creates `name` (which must not exist) with `bytes` zeroed bytes.
+  static SharedSegment create(const std::string& name, size_t bytes);
+  // Opens an existing `name` of `bytes` bytes, waiting for its creator until the deadline.
+  static SharedSegment open(const std::string& name, size_t bytes, std::chrono::milliseconds wait);
+
+  SharedSegment(SharedSegment&& other) noexcept;
+  SharedSegment& operator=(SharedSegment&&) = delete;
+  SharedSegment(const SharedSegment&) = delete;
+  ~SharedSegment();
+
+  void unlink();  // removes the name; the mapping stays
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  SharedSegment(std::string name, std::byte* data, size_t size)
+      : name_(std::move(name)), data_(data), size_(size) {}
+
+  std::string name_;
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace ibcoll::transport::shm
