@@ -30,6 +30,7 @@ ShmEndpoint::ShmEndpoint() : segment_name_(segment_name_for(launch().secret)) {
   }
   store().barrier("shm-attached");  // every rank has it mapped: the name can go
   if (rank() == 0) segment->unlink();
+  store().barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
   channel_ = std::make_unique<ShmChannel>(rank(), size(), std::move(*segment));
   engine().add(channel_.get());
 }

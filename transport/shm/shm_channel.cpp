@@ -77,7 +77,9 @@ void ShmChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Com
   if (auto arrival = matches_.take_unexpected({peer, tag})) {
     Unexpected& u = **arrival;
     if (u.received == u.bytes.size()) {
-      std::memcpy(posted.buffer, u.bytes.data(), std::min(capacity, u.bytes.size()));
+      if (const size_t n = std::min(capacity, u.bytes.size())) {
+        std::memcpy(posted.buffer, u.bytes.data(), n);
+      }
       return finish(peer, posted, u.bytes.size());
     }
     u.waiter = std::make_unique<PostedRecv>(std::move(posted));  // still arriving
@@ -153,7 +155,7 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
   }
   const size_t offset = in.received;
   if (in.unexpected) {
-    std::memcpy(in.unexpected->bytes.data() + offset, payload, header.bytes);
+    if (header.bytes) std::memcpy(in.unexpected->bytes.data() + offset, payload, header.bytes);
     in.unexpected->received += header.bytes;
   } else if (offset < in.posted.capacity) {
     std::memcpy(in.posted.buffer + offset, payload,
@@ -165,7 +167,9 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
     finish(peer, in.posted, in.total);
   } else if (in.unexpected->waiter) {  // a receive took it while it was arriving
     PostedRecv& waiter = *in.unexpected->waiter;
-    std::memcpy(waiter.buffer, in.unexpected->bytes.data(), std::min(waiter.capacity, in.total));
+    if (const size_t n = std::min(waiter.capacity, in.total)) {
+      std::memcpy(waiter.buffer, in.unexpected->bytes.data(), n);
+    }
     finish(peer, waiter, in.total);
   }
   in = Incoming{};

@@ -1,0 +1,76 @@
+// CollectiveTask: one running collective, a resumable state machine. start() posts its first
+// messages; advance() looks at what completed and posts the next step, never blocking; it
+// reports in progress, done or failed. Tasks talk to peers only through a Group's channel, and
+// tag every message with the collective's base tag plus the step, so collectives in flight at
+// once never take each other's messages.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/status.h"
+#include "collectives/datatype.h"
+#include "transport/channel.h"
+#include "transport/progress.h"
+
+namespace ibcoll::collectives {
+
+// The ranks taking part, as channel peers: member i of the group is channel peer peers[i].
+struct Group {
+  transport::Channel& channel;
+  int rank;                // this process's index in `peers`
+  std::vector<int> peers;  // channel peer of every member
+  int size() const { return static_cast<int>(peers.size()); }
+};
+
+struct CollectiveArgs {
+  const void* send = nullptr;  // == recv for in place
+  void* recv = nullptr;
+  size_t count = 0;
+  DataType type = DataType::uint8;
+  ReduceOp op = ReduceOp::sum;  // allreduce
+  int root = 0;                 // bcast: its data is in `recv`
+};
+
+class CollectiveTask {
+ public:
+  enum class State { running, done, failed };
+
+  CollectiveTask(Group group, CollectiveArgs args, uint64_t base_tag)
+      : group_(std::move(group)), args_(args), base_tag_(base_tag) {}
+  virtual ~CollectiveTask() = default;
+
+  virtual void start() = 0;
+  // Moves as far as the completed messages allow. Call after progress(); cheap when idle.
+  virtual State advance() = 0;
+  const Status& status() const { return messages_->status; }
+
+ protected:
+  // Posts a send/receive of step `step`; its completion is counted in messages_.
+  void send_to(int member, uint32_t step, const void* data, size_t bytes);
+  void recv_from(int member, uint32_t step, void* data, size_t bytes);
+  bool step_done() const { return messages_->pending == 0; }
+  bool failed() const { return !messages_->status.ok(); }
+
+  Group group_;
+  CollectiveArgs args_;
+  uint64_t base_tag_;
+
+ private:
+  // Shared with the completion callbacks, so a task given up on (a deadline passed) can be
+  // destroyed while the channel still holds its callbacks.
+  struct Messages {
+    int pending = 0;
+    Status status;  // the first failure
+  };
+  std::shared_ptr<Messages> messages_ = std::make_shared<Messages>();
+};
+
+// Starts the task and drives `engine` until it ends; the task's status (ok or its failure).
+// Throws Error(timeout) if it has not ended within `budget`.
+Status run_to_completion(CollectiveTask& task, transport::ProgressEngine& engine,
+                         std::chrono::milliseconds budget);
+
+}  // namespace ibcoll::collectives
