@@ -40,4 +40,11 @@ void Channel::check_recv(int peer, const void* buffer, size_t capacity,
   if (!done) throw Error(Code::invalid_argument, "recv: no completion callback");
 }
 
+Status Channel::receive_status(int peer, uint64_t message_bytes, size_t capacity) {
+  if (message_bytes <= capacity) return {};
+  return Status(Code::truncated, "recv from peer " + std::to_string(peer) + ": message of " +
+                                     std::to_string(message_bytes) + " bytes, buffer of " +
+                                     std::to_string(capacity));
+}
+
 }  // namespace ibcoll::transport

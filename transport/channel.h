@@ -32,6 +32,8 @@ class Channel : public Poller {
   // The argument checks every channel makes first: Error(invalid_argument) naming the argument.
   void check_send(int peer, const void* buffer, size_t length, const Completion& done) const;
   void check_recv(int peer, const void* buffer, size_t capacity, const Completion& done) const;
+  // The status of a receive of `message_bytes` into `capacity`: ok, or truncated.
+  static Status receive_status(int peer, uint64_t message_bytes, size_t capacity);
 
  private:
   void check_peer(int peer, const char* call) const;

@@ -176,13 +176,8 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
 }
 
 void ShmChannel::finish(int peer, PostedRecv& recv, uint64_t total) {
-  Status status;
-  if (total > recv.capacity) {
-    status = Status(Code::truncated, "recv from peer " + std::to_string(peer) + ": message of " +
-                                         std::to_string(total) + " bytes, buffer of " +
-                                         std::to_string(recv.capacity));
-  }
-  completions_.add(std::move(recv.done), status, std::min<size_t>(total, recv.capacity));
+  completions_.add(std::move(recv.done), receive_status(peer, total, recv.capacity),
+                   std::min<size_t>(total, recv.capacity));
 }
 
 void ShmChannel::check_liveness() {

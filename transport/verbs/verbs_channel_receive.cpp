@@ -39,13 +39,7 @@ void VerbsChannel::on_receive(const ibv_wc& wc) {
       RendezvousRecv& r = it->second;
       if (r.registration) registrations_->release(r.registration);
       counters_.bytes_received += r.length;
-      Status status;
-      if (r.offered > r.length) {
-        status = Status(Code::truncated, "recv from peer " + std::to_string(peer) +
-                                             ": message of " + std::to_string(r.offered) +
-                                             " bytes, buffer of " + std::to_string(r.length));
-      }
-      completions_.add(std::move(r.done), status, r.length);
+      completions_.add(std::move(r.done), receive_status(peer, r.offered, r.length), r.length);
       --p.open_ops;
       rendezvous_.erase(it);
     }
@@ -122,13 +116,7 @@ void VerbsChannel::deliver_eager(int peer, PostedRecv& recv, const std::byte* pa
   const size_t n = std::min(length, recv.capacity);
   if (n > 0) std::memcpy(recv.buffer, payload, n);
   counters_.bytes_received += n;
-  Status status;
-  if (length > recv.capacity) {
-    status = Status(Code::truncated, "recv from peer " + std::to_string(peer) + ": message of " +
-                                         std::to_string(length) + " bytes, buffer of " +
-                                         std::to_string(recv.capacity));
-  }
-  completions_.add(std::move(recv.done), status, n);
+  completions_.add(std::move(recv.done), receive_status(peer, length, recv.capacity), n);
 }
 
 void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint32_t send_id,
