@@ -18,6 +18,16 @@ const Algorithm kAlgorithms[] = {
 
 }  // namespace
 
+const char* collective_name(Collective collective) {
+  switch (collective) {
+    case Collective::allreduce:
+      return "allreduce";
+    case Collective::bcast:
+      return "bcast";
+  }
+  return "unknown collective";
+}
+
 std::span<const Algorithm> algorithms() {
   return kAlgorithms;
 }
@@ -29,10 +39,9 @@ const Algorithm& find_algorithm(Collective collective, std::string_view name) {
     if (a.name == name) return a;
     choices += (choices.empty() ? "" : "|") + std::string(a.name);
   }
-  throw Error(Code::invalid_argument,
-              "algorithm: no " +
-                  std::string(collective == Collective::allreduce ? "allreduce" : "bcast") +
-                  " algorithm named '" + std::string(name) + "' (" + choices + ")");
+  throw Error(Code::invalid_argument, "algorithm: no " + std::string(collective_name(collective)) +
+                                          " algorithm named '" + std::string(name) + "' (" +
+                                          choices + ")");
 }
 
 }  // namespace ibcoll::collectives

@@ -1,5 +1,5 @@
 // The algorithm table: every collective algorithm with its name and a one-line description,
-// the one place selection (and IBCOLL_ALLREDUCE_ALGO / IBCOLL_BCAST_ALGO, later) looks.
+// the one place selection (select.h) and IBCOLL_ALLREDUCE_ALGO / IBCOLL_BCAST_ALGO look.
 #pragma once
 
 #include <memory>
@@ -11,6 +11,7 @@
 namespace ibcoll::collectives {
 
 enum class Collective { allreduce, bcast };
+const char* collective_name(Collective collective);
 
 struct Algorithm {
   Collective collective;

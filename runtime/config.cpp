@@ -20,6 +20,11 @@ const Variable kVariables[] = {
     {"IBCOLL_RANK", "", "this process's rank (else from OMPI_/PMI_/SLURM_ variables)"},
     {"IBCOLL_SIZE", "", "number of ranks (else from OMPI_/PMI_/SLURM_ variables)"},
     {"IBCOLL_JOB_SECRET", "", "shared secret a process must present to the TCP store"},
+    {"IBCOLL_NODE", "", "name of this node (ranks with one name share memory); empty: hostname"},
+    {"IBCOLL_TRANSPORT", "auto", "auto (shm inside a node, verbs between)|shm|verbs"},
+    {"IBCOLL_ALLREDUCE_ALGO", "auto", "force an allreduce algorithm (ibcoll_info lists them)"},
+    {"IBCOLL_BCAST_ALGO", "auto", "force a bcast algorithm (ibcoll_info lists them)"},
+    {"IBCOLL_CHECK_CALLS", "1", "check that all ranks make the same collective call (0|1)"},
     {"IBCOLL_DEVICE", "", "verbs device as name[:port]; empty: first active port"},
     {"IBCOLL_GID_INDEX", "auto", "RoCE GID index; auto prefers an IPv4-mapped RoCE v2 GID"},
     {"IBCOLL_XRC", "auto", "XRC shared receive queues: auto|on|off"},
@@ -108,6 +113,26 @@ bool parse_bool(const char* name, const std::string& text) {
   throw Error(Code::invalid_argument, std::string(name) + ": '" + text + "' is not 0 or 1");
 }
 
+TransportMode parse_transport_mode(const std::string& text) {
+  if (text == "auto") return TransportMode::automatic;
+  if (text == "shm") return TransportMode::shm;
+  if (text == "verbs") return TransportMode::verbs;
+  throw Error(Code::invalid_argument,
+              "IBCOLL_TRANSPORT: '" + text + "' is not one of auto|shm|verbs");
+}
+
+const char* transport_mode_name(TransportMode mode) {
+  switch (mode) {
+    case TransportMode::automatic:
+      return "auto";
+    case TransportMode::shm:
+      return "shm";
+    case TransportMode::verbs:
+      return "verbs";
+  }
+  return "unknown";
+}
+
 Config Config::from_environment() {
   warn_about_unknown_variables();
   return from_environment([](const char* name) { return std::getenv(name); });
@@ -125,6 +150,11 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   c.timeout = parse_duration("IBCOLL_TIMEOUT", get("IBCOLL_TIMEOUT"));
   c.wait = transport::parse_wait_policy(get("IBCOLL_WAIT"));
   c.bootstrap = get("IBCOLL_BOOTSTRAP");
+  c.node = get("IBCOLL_NODE");
+  c.transport = parse_transport_mode(get("IBCOLL_TRANSPORT"));
+  c.policy.allreduce_algorithm = get("IBCOLL_ALLREDUCE_ALGO");
+  c.policy.bcast_algorithm = get("IBCOLL_BCAST_ALGO");
+  c.policy.check_calls = parse_bool("IBCOLL_CHECK_CALLS", get("IBCOLL_CHECK_CALLS"));
 #ifdef IBCOLL_HAVE_VERBS
   auto& v = c.verbs;
   v.device = get("IBCOLL_DEVICE");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "collectives/communicator.h"
 #include "transport/progress.h"
 #ifdef IBCOLL_HAVE_VERBS
 #include "transport/verbs/options.h"
@@ -24,11 +25,23 @@ struct Variable {
 
 std::span<const Variable> config_variables();
 
+// Which transport carries messages between ranks.
+enum class TransportMode {
+  automatic,  // shared memory inside a node, verbs between nodes
+  shm,        // shared memory only (every rank on one node)
+  verbs,      // verbs only, also inside a node
+};
+TransportMode parse_transport_mode(const std::string& text);
+const char* transport_mode_name(TransportMode mode);
+
 struct Config {
   log::Level log_level = log::Level::warn;
   std::chrono::milliseconds timeout{60000};
   transport::WaitPolicy wait = transport::WaitPolicy::adaptive;
   std::string bootstrap;  // host:port of the TCP store
+  std::string node;       // empty: the hostname
+  TransportMode transport = TransportMode::automatic;
+  collectives::Policy policy;  // forced algorithms, call checks
 #ifdef IBCOLL_HAVE_VERBS
   transport::verbs::Options verbs;
 #endif

@@ -1,37 +1,48 @@
 #include "runtime/shm_endpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <numeric>
 
 namespace ibcoll::runtime {
-namespace {
 
-// The name says which job it belongs to without revealing the job's secret.
-std::string segment_name_for(const std::string& secret) {
+// The name says which job and node it belongs to without revealing the job's secret.
+std::string segment_name_for(const std::string& secret, const std::string& node) {
   char name[40];
-  std::snprintf(name, sizeof(name), "/ibcoll-%016zx", std::hash<std::string>()(secret));
+  std::snprintf(name, sizeof(name), "/ibcoll-%016zx",
+                std::hash<std::string>()(secret + '\n' + node));
   return name;
 }
 
-}  // namespace
-
-ShmEndpoint::ShmEndpoint() : segment_name_(segment_name_for(launch().secret)) {
+std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
+                                                             const std::vector<int>& node_ranks,
+                                                             const std::string& node) {
   using transport::shm::SharedSegment;
   using transport::shm::ShmChannel;
-  const size_t bytes = ShmChannel::segment_bytes(size());
+  const int local_size = static_cast<int>(node_ranks.size());
+  const int local_rank = static_cast<int>(
+      std::find(node_ranks.begin(), node_ranks.end(), job.rank()) - node_ranks.begin());
+  const bool creator = local_rank == 0;
+  const std::string name = segment_name_for(job.launch().secret, node);
+  const size_t bytes = ShmChannel::segment_bytes(local_size);
   std::unique_ptr<SharedSegment> segment;
-  if (rank() == 0) {
-    segment = std::make_unique<SharedSegment>(SharedSegment::create(segment_name_, bytes));
-    store().barrier("shm-created");
-  } else {
-    store().barrier("shm-created");
-    segment = std::make_unique<SharedSegment>(
-        SharedSegment::open(segment_name_, bytes, config().timeout));
+  if (creator) segment = std::make_unique<SharedSegment>(SharedSegment::create(name, bytes));
+  job.store().barrier("shm-created");
+  if (!creator) {
+    segment =
+        std::make_unique<SharedSegment>(SharedSegment::open(name, bytes, job.config().timeout));
   }
-  store().barrier("shm-attached");  // every rank has it mapped: the name can go
-  if (rank() == 0) segment->unlink();
-  store().barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
-  channel_ = std::make_unique<ShmChannel>(rank(), size(), std::move(*segment));
+  job.store().barrier("shm-attached");  // every rank has it mapped: the name can go
+  if (creator) segment->unlink();
+  job.store().barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
+  return std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment));
+}
+
+ShmEndpoint::ShmEndpoint() {
+  std::vector<int> everyone(static_cast<size_t>(size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  channel_ = open_shm_channel(*this, everyone, segment_node_);
   engine().add(channel_.get());
 }
 

@@ -1,24 +1,34 @@
-// ShmEndpoint: one rank's shared-memory transport for ranks on one node: the job plus a
-// ShmChannel on the node's segment. Rank 0 creates the segment (0600), the others open it,
-// and once every rank has attached rank 0 unlinks its name.
+// Shared memory between the ranks of one node. open_shm_channel() builds the channel: the
+// node's first rank creates the segment (0600), the others open it, and once every rank has
+// attached the name is unlinked. ShmEndpoint is a job whose ranks all share one node.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/job.h"
 #include "transport/shm/shm_channel.h"
 
 namespace ibcoll::runtime {
 
+// `node_ranks`: the job ranks on this node, ascending, this one among them. Every rank of the
+// job calls it (its barriers span the job).
+std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
+                                                             const std::vector<int>& node_ranks,
+                                                             const std::string& node);
+
+// The segment's name for a job (by its secret) and node.
+std::string segment_name_for(const std::string& secret, const std::string& node);
+
 class ShmEndpoint : public Job {
  public:
   ShmEndpoint();
   transport::shm::ShmChannel& channel() { return *channel_; }
-  const std::string& segment_name() const { return segment_name_; }
+  std::string segment_name() const { return segment_name_for(launch().secret, segment_node_); }
 
  private:
-  std::string segment_name_;
+  static constexpr const char* segment_node_ = "";  // every rank on one node
   std::unique_ptr<transport::shm::ShmChannel> channel_;
 };
 

@@ -6,13 +6,14 @@
 
 namespace ibcoll::runtime {
 
-VerbsEndpoint::VerbsEndpoint()
-    : channel_(std::make_unique<transport::verbs::VerbsChannel>(rank(), size(), config().verbs)) {
+std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job) {
   using transport::verbs::EndpointAddress;
-  const EndpointAddress mine = channel_->local_address();
+  auto channel =
+      std::make_unique<transport::verbs::VerbsChannel>(job.rank(), job.size(), job.config().verbs);
+  const EndpointAddress mine = channel->local_address();
   std::string bytes(sizeof(mine), '\0');
   std::memcpy(bytes.data(), &mine, sizeof(mine));
-  const auto gathered = store().allgather("verbs-address", bytes);
+  const auto gathered = job.store().allgather("verbs-address", bytes);
   std::vector<EndpointAddress> all(gathered.size());
   for (size_t r = 0; r < all.size(); ++r) {
     if (gathered[r].size() != sizeof(EndpointAddress)) {
@@ -21,7 +22,11 @@ VerbsEndpoint::VerbsEndpoint()
     }
     std::memcpy(&all[r], gathered[r].data(), sizeof(EndpointAddress));
   }
-  channel_->set_peer_addresses(std::move(all));
+  channel->set_peer_addresses(std::move(all));
+  return channel;
+}
+
+VerbsEndpoint::VerbsEndpoint() : channel_(open_verbs_channel(*this)) {
   engine().add(channel_.get());
 }
 

@@ -1,6 +1,6 @@
-// VerbsEndpoint: one rank's verbs transport, ready to use: the job (configuration, bootstrap,
-// progress engine) plus the verbs channel with every rank's endpoint address exchanged, so
-// that connections can then be made on demand.
+// The verbs transport of a job. open_verbs_channel() builds the channel and exchanges every
+// rank's endpoint address through the bootstrap store, so connections can then be made on
+// demand. VerbsEndpoint is a job that talks over verbs only.
 #pragma once
 
 #include <memory>
@@ -9,6 +9,9 @@
 #include "transport/verbs/verbs_channel.h"
 
 namespace ibcoll::runtime {
+
+// Every rank of the job calls it (the address exchange spans the job).
+std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job);
 
 class VerbsEndpoint : public Job {
  public:

@@ -27,6 +27,10 @@ class Channel : public Poller {
   virtual void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) = 0;
   // Receives a message of at most `capacity` bytes; a longer one completes with truncated.
   virtual void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) = 0;
+  // Forgets the receives posted with a tag in [first, last] that no message has matched yet;
+  // their completions never run. For an operation given up on (say its ranks disagreed), so
+  // that no later message lands in a buffer its caller has taken back.
+  virtual void cancel_receives(uint64_t first, uint64_t last) = 0;
 
  protected:
   // The argument checks every channel makes first: Error(invalid_argument) naming the argument.

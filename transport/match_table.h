@@ -42,6 +42,21 @@ class MatchTable {
     for (auto& entry : waiting)
       fail(entry.value);
   }
+  // Removes the posted receives whose tag lies in [first, last], calling `removed(peer)` for
+  // each.
+  void remove_posted(uint64_t first, uint64_t last, const std::function<void(int)>& removed) {
+    for (size_t peer = 0; peer < peers_.size(); ++peer) {
+      auto& posted = peers_[peer].posted;
+      for (auto it = posted.begin(); it != posted.end();) {
+        if (it->tag < first || it->tag > last) {
+          ++it;
+          continue;
+        }
+        it = posted.erase(it);
+        removed(static_cast<int>(peer));
+      }
+    }
+  }
   size_t posted_count(int peer) { return queues(peer).posted.size(); }
   size_t unexpected_count() const {
     size_t n = 0;

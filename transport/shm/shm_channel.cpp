@@ -90,6 +90,11 @@ void ShmChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Com
   ++p.waiting;
 }
 
+void ShmChannel::cancel_receives(uint64_t first, uint64_t last) {
+  matches_.remove_posted(first, last,
+                         [this](int peer) { --peers_[static_cast<size_t>(peer)].waiting; });
+}
+
 int ShmChannel::poll() {
   int events = 0;
   for (int peer = 0; peer < size_; ++peer) {

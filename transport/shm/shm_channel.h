@@ -37,6 +37,7 @@ class ShmChannel final : public Channel {
   size_t max_message_size() const override { return size_t{1} << 40; }
   void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
+  void cancel_receives(uint64_t first, uint64_t last) override;
   int poll() override;
 
  private:

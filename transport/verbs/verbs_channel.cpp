@@ -165,6 +165,11 @@ void VerbsChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, C
   ++p.open_ops;
 }
 
+void VerbsChannel::cancel_receives(uint64_t first, uint64_t last) {
+  matches_.remove_posted(first, last,
+                         [this](int peer) { --peers_[static_cast<size_t>(peer)].open_ops; });
+}
+
 int VerbsChannel::poll() {
   ibv_wc wc[kPollBatch];
   const int n = cq_->poll(wc, kPollBatch);

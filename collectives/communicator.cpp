@@ -1,0 +1,77 @@
+#include "collectives/communicator.h"
+
+#include <limits>
+#include <string>
+
+#include "collectives/select.h"
+#include "collectives/tags.h"
+
+namespace ibcoll::collectives {
+
+Communicator::Communicator(transport::Channel& channel, std::vector<int> members, int rank,
+                           uint16_t id, Policy policy)
+    : channel_(channel),
+      members_(std::move(members)),
+      rank_(rank),
+      id_(id),
+      policy_(std::move(policy)) {
+  // Fail now, not at the first call, on an unknown forced algorithm.
+  choose(Collective::allreduce, 0, DataType::uint8);
+  choose(Collective::bcast, 0, DataType::uint8);
+}
+
+const Algorithm& Communicator::choose(Collective collective, size_t count, DataType type) const {
+  const std::string& forced =
+      collective == Collective::allreduce ? policy_.allreduce_algorithm : policy_.bcast_algorithm;
+  return select_algorithm(collective, count * type_size(type), size(), forced);
+}
+
+void Communicator::check_arguments(Collective collective, const CollectiveArgs& a) const {
+  auto fail = [](const std::string& message) { throw Error(Code::invalid_argument, message); };
+  if (static_cast<int>(a.type) >= kDataTypeCount) {
+    fail("type: " + std::to_string(static_cast<int>(a.type)) + " is not a data type");
+  }
+  const size_t element = type_size(a.type);
+  if (a.count > channel_.max_message_size() / element) {
+    fail("count: " + std::to_string(a.count) + " elements of " + type_name(a.type) +
+         " exceed the largest message, " + std::to_string(channel_.max_message_size()) + " bytes");
+  }
+  if (collective == Collective::allreduce) {
+    if (static_cast<int>(a.op) >= kReduceOpCount) {
+      fail("op: " + std::to_string(static_cast<int>(a.op)) + " is not a reduction op");
+    }
+    if (Status s = check_reduction(a.type, a.op); !s.ok()) throw Error(s);
+    if (a.count > 0 && !a.send) fail("send: null with count " + std::to_string(a.count));
+    if (a.count > 0 && !a.recv) fail("recv: null with count " + std::to_string(a.count));
+  } else {
+    if (a.root < 0 || a.root >= size()) {
+      fail("root: " + std::to_string(a.root) + " is outside [0, " + std::to_string(size()) + ")");
+    }
+    if (a.count > 0 && !a.recv) fail("buffer: null with count " + std::to_string(a.count));
+  }
+}
+
+std::unique_ptr<Operation> Communicator::start(Collective collective, const CollectiveArgs& args,
+                                               uint64_t extra) {
+  check_arguments(collective, args);
+  const Algorithm& algorithm = choose(collective, args.count, args.type);
+  const uint64_t tag = call_tag(id_, next_sequence_++);
+  const Group group{channel_, rank_, members_};
+  std::unique_ptr<CallCheck> check;
+  if (policy_.check_calls && size() > 1) {
+    const bool reduces = collective == Collective::allreduce;
+    const CallSignature signature{collective,
+                                  args.count,
+                                  args.type,
+                                  reduces ? args.op : ReduceOp::sum,
+                                  reduces ? 0 : static_cast<uint64_t>(args.root),
+                                  extra};
+    check = std::make_unique<CallCheck>(group, signature, tag);
+  }
+  auto operation = std::make_unique<Operation>(algorithm, algorithm.make(group, args, tag),
+                                               std::move(check), channel_, tag);
+  operation->start();
+  return operation;
+}
+
+}  // namespace ibcoll::collectives

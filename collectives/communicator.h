@@ -1,0 +1,51 @@
+// Communicator: an ordered group of ranks over one channel. Each collective call takes the
+// next sequence number, and the id keeps apart communicators that share ranks, so calls in
+// flight at once, on one communicator or several, never take each other's messages. Arguments
+// are checked before anything is sent: a bad one is Error(invalid_argument) naming it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/operation.h"
+
+namespace ibcoll::collectives {
+
+struct Policy {
+  std::string allreduce_algorithm;  // empty or "auto": by the selection table
+  std::string bcast_algorithm;
+  bool check_calls = true;  // run the call check beside every collective
+};
+
+class Communicator {
+ public:
+  // `members` are the channel ranks of the group in order; this process is members[rank].
+  Communicator(transport::Channel& channel, std::vector<int> members, int rank, uint16_t id,
+               Policy policy);
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+  uint16_t id() const { return id_; }
+  const std::vector<int>& members() const { return members_; }
+  const Policy& policy() const { return policy_; }
+
+  // Checks the arguments, then starts the call. `extra` goes into the call check (a digest
+  // that callers such as communicator creation want all ranks to agree on).
+  std::unique_ptr<Operation> start(Collective collective, const CollectiveArgs& args,
+                                   uint64_t extra = 0);
+  // The algorithm a call of `count` elements of `type` would use.
+  const Algorithm& choose(Collective collective, size_t count, DataType type) const;
+
+ private:
+  void check_arguments(Collective collective, const CollectiveArgs& args) const;
+
+  transport::Channel& channel_;
+  std::vector<int> members_;
+  int rank_;
+  uint16_t id_;
+  Policy policy_;
+  uint64_t next_sequence_ = 1;
+};
+
+}  // namespace ibcoll::collectives

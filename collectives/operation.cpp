@@ -1,0 +1,50 @@
+#include "collectives/operation.h"
+
+#include "collectives/tags.h"
+
+namespace ibcoll::collectives {
+
+Operation::Operation(const Algorithm& algorithm, std::unique_ptr<CollectiveTask> task,
+                     std::unique_ptr<CallCheck> check, transport::Channel& channel,
+                     uint64_t base_tag)
+    : algorithm_(algorithm),
+      task_(std::move(task)),
+      check_(std::move(check)),
+      channel_(channel),
+      base_tag_(base_tag) {
+  if (!check_) check_state_ = State::done;
+}
+
+Operation::~Operation() {
+  if (state_ == State::running) abandon(Status(Code::internal, "operation destroyed"));
+}
+
+void Operation::start() {
+  if (check_) check_->start();
+  task_->start();
+}
+
+Operation::State Operation::advance() {
+  if (state_ != State::running) return state_;
+  if (task_state_ == State::running) task_state_ = task_->advance();
+  if (check_state_ == State::running) check_state_ = check_->advance();
+  if (check_state_ != State::running && check_) {
+    Status verdict = check_->verdict();
+    if (!verdict.ok()) return finish(std::move(verdict));
+  }
+  if (task_state_ == State::running || check_state_ == State::running) return State::running;
+  return finish(task_->status());
+}
+
+void Operation::abandon(const Status& why) {
+  if (state_ == State::running) finish(why);
+}
+
+Operation::State Operation::finish(Status status) {
+  status_ = std::move(status);
+  state_ = status_.ok() ? State::done : State::failed;
+  if (!status_.ok()) channel_.cancel_receives(base_tag_, base_tag_ + kStepsPerCall - 1);
+  return state_;
+}
+
+}  // namespace ibcoll::collectives

@@ -1,0 +1,136 @@
+/* ibcoll: MPI-style collectives (allreduce, broadcast) over verbs and shared memory.
+ *
+ * Every call returns an ibcoll_status_t and never throws or aborts; on failure
+ * ibcoll_last_error() says what went wrong, naming the argument or the peer at fault. A call
+ * that fails on bad arguments changes nothing. Collective calls must be made by every rank of
+ * the communicator in the same order; ranks that disagree (count, type, op, root) all get
+ * IBCOLL_ERR_MISMATCH. Blocking calls and ibcoll_wait end after IBCOLL_TIMEOUT at the latest.
+ * Not thread-safe: one thread per context at a time. */
+#ifndef IBCOLL_IBCOLL_H
+#define IBCOLL_IBCOLL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#pragma GCC visibility push(default) /* the library hides everything but this API */
+
+#define IBCOLL_VERSION_MAJOR 0
+#define IBCOLL_VERSION_MINOR 1
+
+typedef enum {
+  IBCOLL_SUCCESS = 0,
+  IBCOLL_ERR_INVALID_ARGUMENT, /* the message names the argument */
+  IBCOLL_ERR_NOT_SUPPORTED,    /* the build or device lacks a capability asked for */
+  IBCOLL_ERR_SYSTEM,           /* an OS or verbs call failed */
+  IBCOLL_ERR_TIMEOUT,          /* IBCOLL_TIMEOUT passed */
+  IBCOLL_ERR_PEER_FAILED,      /* a peer died or its connection broke */
+  IBCOLL_ERR_TRUNCATED,        /* a message was longer than its buffer */
+  IBCOLL_ERR_MISMATCH,         /* ranks made different calls */
+  IBCOLL_ERR_INTERNAL
+} ibcoll_status_t;
+
+typedef enum {
+  IBCOLL_INT8,
+  IBCOLL_INT16,
+  IBCOLL_INT32,
+  IBCOLL_INT64,
+  IBCOLL_UINT8,
+  IBCOLL_UINT16,
+  IBCOLL_UINT32,
+  IBCOLL_UINT64,
+  IBCOLL_FLOAT16, /* IEEE 754 binary16 */
+  IBCOLL_BFLOAT16,
+  IBCOLL_FLOAT32,
+  IBCOLL_FLOAT64
+} ibcoll_datatype_t;
+
+typedef enum {
+  IBCOLL_SUM,
+  IBCOLL_PROD,
+  IBCOLL_MIN,
+  IBCOLL_MAX,
+  IBCOLL_BAND, /* integers only */
+  IBCOLL_BOR,  /* integers only */
+  IBCOLL_BXOR  /* integers only */
+} ibcoll_op_t;
+
+typedef enum { IBCOLL_ALLREDUCE, IBCOLL_BCAST } ibcoll_collective_t;
+
+/* As the send buffer of an allreduce: the input is in the receive buffer. */
+#ifdef __cplusplus
+#define IBCOLL_IN_PLACE (reinterpret_cast<const void*>(1))
+#else
+#define IBCOLL_IN_PLACE ((const void*)1)
+#endif
+/* As the color of ibcoll_comm_split: this rank joins no new communicator. */
+#define IBCOLL_UNDEFINED (-1)
+
+typedef struct ibcoll_context* ibcoll_context_t;
+typedef struct ibcoll_comm* ibcoll_comm_t;
+typedef struct ibcoll_request* ibcoll_request_t;
+
+/* The message of the last failed call on this thread (empty if none); valid until the next
+ * failing call on this thread. */
+const char* ibcoll_last_error(void);
+const char* ibcoll_status_name(ibcoll_status_t status);
+
+/* Joins the job described by the environment (IBCOLL_* and the launcher's variables) and opens
+ * the transports. Collective over every rank of the job. */
+ibcoll_status_t ibcoll_init(ibcoll_context_t* context);
+/* Collective over every rank. Communicators and requests of the context must be freed first. */
+ibcoll_status_t ibcoll_finalize(ibcoll_context_t context);
+/* Polls the transports once and advances every call in flight. */
+ibcoll_status_t ibcoll_progress(ibcoll_context_t context);
+
+/* Every rank of the job; owned by the context (do not free). */
+ibcoll_status_t ibcoll_comm_world(ibcoll_context_t context, ibcoll_comm_t* comm);
+ibcoll_status_t ibcoll_comm_rank(ibcoll_comm_t comm, int* rank);
+ibcoll_status_t ibcoll_comm_size(ibcoll_comm_t comm, int* size);
+/* Collective over `parent`: ranks passing the same color (>= 0) form a communicator ordered by
+ * key, then parent rank. With IBCOLL_UNDEFINED, *comm is set to NULL. */
+ibcoll_status_t ibcoll_comm_split(ibcoll_comm_t parent, int color, int key, ibcoll_comm_t* comm);
+/* Collective over `parent`, every rank passing the same list: the listed parent ranks form a
+ * communicator in list order; elsewhere *comm is set to NULL. */
+ibcoll_status_t ibcoll_comm_create(ibcoll_comm_t parent, const int* ranks, int count,
+                                   ibcoll_comm_t* comm);
+/* Frees a communicator from split/create (not the world) and sets *comm to NULL. */
+ibcoll_status_t ibcoll_comm_free(ibcoll_comm_t* comm);
+
+/* recv = send[rank 0] op send[rank 1] op ...: the same bits on every rank. `send` may equal
+ * `recv` or be IBCOLL_IN_PLACE. count 0 is a no-op (still a collective call). */
+ibcoll_status_t ibcoll_allreduce(const void* send, void* recv, size_t count, ibcoll_datatype_t type,
+                                 ibcoll_op_t op, ibcoll_comm_t comm);
+/* Copies root's `buffer` into every rank's. */
+ibcoll_status_t ibcoll_bcast(void* buffer, size_t count, ibcoll_datatype_t type, int root,
+                             ibcoll_comm_t comm);
+
+/* Non-blocking forms: buffers must stay untouched until the request completes. */
+ibcoll_status_t ibcoll_iallreduce(const void* send, void* recv, size_t count,
+                                  ibcoll_datatype_t type, ibcoll_op_t op, ibcoll_comm_t comm,
+                                  ibcoll_request_t* request);
+ibcoll_status_t ibcoll_ibcast(void* buffer, size_t count, ibcoll_datatype_t type, int root,
+                              ibcoll_comm_t comm, ibcoll_request_t* request);
+/* Advances everything in flight; *done = 1 once the request has ended (its outcome is the
+ * return value then). */
+ibcoll_status_t ibcoll_test(ibcoll_request_t request, int* done);
+/* Until the request ends (at most IBCOLL_TIMEOUT); returns its outcome. */
+ibcoll_status_t ibcoll_wait(ibcoll_request_t request);
+/* Frees an ended request and sets *request to NULL. A request still running is first waited
+ * for. */
+ibcoll_status_t ibcoll_request_free(ibcoll_request_t* request);
+
+/* The name of the algorithm a call of `count` elements of `type` on `comm` would use (static
+ * storage), or NULL with the error set. */
+const char* ibcoll_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective, size_t count,
+                             ibcoll_datatype_t type);
+/* "shm", "verbs" or "self": the transport between this process and `rank` of `comm`. */
+const char* ibcoll_transport(ibcoll_comm_t comm, int rank);
+
+#pragma GCC visibility pop
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IBCOLL_IBCOLL_H */

@@ -1,0 +1,368 @@
+// The C API over runtime::Context: argument checks at the boundary (C enums arrive as any int),
+// every exception turned into a status code plus a thread-local message.
+#include "ibcoll/ibcoll.h"
+
+#include <memory>
+#include <new>
+#include <string>
+
+#include "runtime/context.h"
+
+using ibcoll::Code;
+using ibcoll::Error;
+using ibcoll::Status;
+using ibcoll::collectives::Collective;
+using ibcoll::collectives::CollectiveArgs;
+using ibcoll::collectives::Communicator;
+using ibcoll::collectives::DataType;
+using ibcoll::collectives::ReduceOp;
+
+struct ibcoll_context {
+  std::unique_ptr<ibcoll::runtime::Context> context;
+  std::unique_ptr<ibcoll_comm> world;
+  int open_comms = 0, open_requests = 0;
+};
+
+struct ibcoll_comm {
+  ibcoll_context* owner;
+  Communicator* communicator;
+  std::unique_ptr<Communicator> owned;  // null for the world
+};
+
+struct ibcoll_request {
+  ibcoll_context* owner;
+  std::unique_ptr<ibcoll::runtime::Request> request;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+ibcoll_status_t to_c(Code code) {
+  switch (code) {
+    case Code::ok:
+      return IBCOLL_SUCCESS;
+    case Code::invalid_argument:
+      return IBCOLL_ERR_INVALID_ARGUMENT;
+    case Code::not_supported:
+      return IBCOLL_ERR_NOT_SUPPORTED;
+    case Code::system_error:
+      return IBCOLL_ERR_SYSTEM;
+    case Code::timeout:
+      return IBCOLL_ERR_TIMEOUT;
+    case Code::peer_failed:
+      return IBCOLL_ERR_PEER_FAILED;
+    case Code::truncated:
+      return IBCOLL_ERR_TRUNCATED;
+    case Code::mismatch:
+      return IBCOLL_ERR_MISMATCH;
+    case Code::internal:
+      break;
+  }
+  return IBCOLL_ERR_INTERNAL;
+}
+
+ibcoll_status_t report(const Status& status) {
+  if (!status.ok()) last_error = status.message();
+  return to_c(status.code());
+}
+
+// Runs `body`, turning whatever it throws into a status and the thread's last error.
+template <typename Body>
+ibcoll_status_t guarded(Body&& body) noexcept {
+  try {
+    return report(body());
+  } catch (const Error& e) {
+    return report(e.status());
+  } catch (const std::bad_alloc&) {
+    return report(Status(Code::system_error, "out of memory"));
+  } catch (const std::exception& e) {
+    return report(Status(Code::internal, e.what()));
+  }
+}
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(Code::invalid_argument, message);
+}
+
+template <typename T>
+void require(const T* pointer, const char* name) {
+  if (!pointer) invalid(std::string(name) + ": null");
+}
+
+DataType data_type(ibcoll_datatype_t type) {
+  const int value = static_cast<int>(type);
+  if (value < 0 || value >= ibcoll::collectives::kDataTypeCount) {
+    invalid("type: " + std::to_string(value) + " is not an ibcoll_datatype_t");
+  }
+  return static_cast<DataType>(value);
+}
+
+ReduceOp reduce_op(ibcoll_op_t op) {
+  const int value = static_cast<int>(op);
+  if (value < 0 || value >= ibcoll::collectives::kReduceOpCount) {
+    invalid("op: " + std::to_string(value) + " is not an ibcoll_op_t");
+  }
+  return static_cast<ReduceOp>(value);
+}
+
+Collective collective_of(ibcoll_collective_t collective) {
+  if (collective == IBCOLL_ALLREDUCE) return Collective::allreduce;
+  if (collective == IBCOLL_BCAST) return Collective::bcast;
+  invalid("collective: " + std::to_string(static_cast<int>(collective)) +
+          " is not an ibcoll_collective_t");
+}
+
+CollectiveArgs allreduce_args(const void* send, void* recv, size_t count, ibcoll_datatype_t type,
+                              ibcoll_op_t op) {
+  return {send == IBCOLL_IN_PLACE ? recv : send, recv, count, data_type(type), reduce_op(op), 0};
+}
+
+CollectiveArgs bcast_args(void* buffer, size_t count, ibcoll_datatype_t type, int root) {
+  return {buffer, buffer, count, data_type(type), ReduceOp::sum, root};
+}
+
+ibcoll_comm* adopt(ibcoll_context* owner, std::unique_ptr<Communicator> communicator) {
+  if (!communicator) return nullptr;
+  auto* handle = new ibcoll_comm{owner, communicator.get(), std::move(communicator)};
+  ++owner->open_comms;
+  return handle;
+}
+
+// Starts a call and hands out its request.
+Status start(ibcoll_comm_t comm, Collective collective, const CollectiveArgs& args,
+             ibcoll_request_t* request) {
+  auto running = comm->owner->context->start(*comm->communicator, collective, args);
+  *request = new ibcoll_request{comm->owner, std::move(running)};
+  ++comm->owner->open_requests;
+  return {};
+}
+
+// Runs a call to its end.
+Status run(ibcoll_comm_t comm, Collective collective, const CollectiveArgs& args) {
+  auto running = comm->owner->context->start(*comm->communicator, collective, args);
+  return comm->owner->context->wait(*running);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* ibcoll_last_error(void) {
+  return last_error.c_str();
+}
+
+const char* ibcoll_status_name(ibcoll_status_t status) {
+  switch (status) {
+    case IBCOLL_SUCCESS:
+      return "success";
+    case IBCOLL_ERR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case IBCOLL_ERR_NOT_SUPPORTED:
+      return "not supported";
+    case IBCOLL_ERR_SYSTEM:
+      return "system error";
+    case IBCOLL_ERR_TIMEOUT:
+      return "timeout";
+    case IBCOLL_ERR_PEER_FAILED:
+      return "peer failed";
+    case IBCOLL_ERR_TRUNCATED:
+      return "truncated";
+    case IBCOLL_ERR_MISMATCH:
+      return "mismatch";
+    case IBCOLL_ERR_INTERNAL:
+      return "internal error";
+  }
+  return "unknown status";
+}
+
+ibcoll_status_t ibcoll_init(ibcoll_context_t* context) {
+  return guarded([&] {
+    require(context, "context");
+    auto created = std::make_unique<ibcoll_context>();
+    created->context = std::make_unique<ibcoll::runtime::Context>();
+    created->world = std::make_unique<ibcoll_comm>(
+        ibcoll_comm{created.get(), &created->context->world(), nullptr});
+    *context = created.release();
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_finalize(ibcoll_context_t context) {
+  return guarded([&] {
+    require(context, "context");
+    if (context->open_comms || context->open_requests) {
+      invalid("context: " + std::to_string(context->open_comms) + " communicators and " +
+              std::to_string(context->open_requests) + " requests are still open");
+    }
+    delete context;
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_progress(ibcoll_context_t context) {
+  return guarded([&] {
+    require(context, "context");
+    context->context->progress();
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_world(ibcoll_context_t context, ibcoll_comm_t* comm) {
+  return guarded([&] {
+    require(context, "context");
+    require(comm, "comm");
+    *comm = context->world.get();
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_rank(ibcoll_comm_t comm, int* rank) {
+  return guarded([&] {
+    require(comm, "comm");
+    require(rank, "rank");
+    *rank = comm->communicator->rank();
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_size(ibcoll_comm_t comm, int* size) {
+  return guarded([&] {
+    require(comm, "comm");
+    require(size, "size");
+    *size = comm->communicator->size();
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_split(ibcoll_comm_t parent, int color, int key, ibcoll_comm_t* comm) {
+  return guarded([&] {
+    require(parent, "parent");
+    require(comm, "comm");
+    if (color < 0 && color != IBCOLL_UNDEFINED) {
+      invalid("color: " + std::to_string(color) + " is negative and not IBCOLL_UNDEFINED");
+    }
+    auto split = parent->owner->context->split(*parent->communicator, color, key);
+    *comm = adopt(parent->owner, std::move(split));
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_create(ibcoll_comm_t parent, const int* ranks, int count,
+                                   ibcoll_comm_t* comm) {
+  return guarded([&] {
+    require(parent, "parent");
+    require(comm, "comm");
+    if (count < 0) invalid("count: " + std::to_string(count) + " is negative");
+    if (count > 0) require(ranks, "ranks");
+    auto created = parent->owner->context->create(
+        *parent->communicator, std::span<const int>(ranks, static_cast<size_t>(count)));
+    *comm = adopt(parent->owner, std::move(created));
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_free(ibcoll_comm_t* comm) {
+  return guarded([&] {
+    require(comm, "comm");
+    require(*comm, "*comm");
+    if (!(*comm)->owned) invalid("comm: the world communicator belongs to its context");
+    --(*comm)->owner->open_comms;
+    delete *comm;
+    *comm = nullptr;
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_allreduce(const void* send, void* recv, size_t count, ibcoll_datatype_t type,
+                                 ibcoll_op_t op, ibcoll_comm_t comm) {
+  return guarded([&] {
+    require(comm, "comm");
+    return run(comm, Collective::allreduce, allreduce_args(send, recv, count, type, op));
+  });
+}
+
+ibcoll_status_t ibcoll_bcast(void* buffer, size_t count, ibcoll_datatype_t type, int root,
+                             ibcoll_comm_t comm) {
+  return guarded([&] {
+    require(comm, "comm");
+    return run(comm, Collective::bcast, bcast_args(buffer, count, type, root));
+  });
+}
+
+ibcoll_status_t ibcoll_iallreduce(const void* send, void* recv, size_t count,
+                                  ibcoll_datatype_t type, ibcoll_op_t op, ibcoll_comm_t comm,
+                                  ibcoll_request_t* request) {
+  return guarded([&] {
+    require(comm, "comm");
+    require(request, "request");
+    return start(comm, Collective::allreduce, allreduce_args(send, recv, count, type, op), request);
+  });
+}
+
+ibcoll_status_t ibcoll_ibcast(void* buffer, size_t count, ibcoll_datatype_t type, int root,
+                              ibcoll_comm_t comm, ibcoll_request_t* request) {
+  return guarded([&] {
+    require(comm, "comm");
+    require(request, "request");
+    return start(comm, Collective::bcast, bcast_args(buffer, count, type, root), request);
+  });
+}
+
+ibcoll_status_t ibcoll_test(ibcoll_request_t request, int* done) {
+  return guarded([&] {
+    require(request, "request");
+    require(done, "done");
+    request->owner->context->progress();
+    *done = request->request->done();
+    return *done ? request->request->status() : Status();
+  });
+}
+
+ibcoll_status_t ibcoll_wait(ibcoll_request_t request) {
+  return guarded([&] {
+    require(request, "request");
+    return request->owner->context->wait(*request->request);
+  });
+}
+
+ibcoll_status_t ibcoll_request_free(ibcoll_request_t* request) {
+  return guarded([&] {
+    require(request, "request");
+    require(*request, "*request");
+    ibcoll_request* r = *request;
+    Status outcome = r->request->done() ? Status() : r->owner->context->wait(*r->request);
+    --r->owner->open_requests;
+    delete r;
+    *request = nullptr;
+    return outcome;
+  });
+}
+
+const char* ibcoll_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective, size_t count,
+                             ibcoll_datatype_t type) {
+  const char* name = nullptr;
+  const ibcoll_status_t status = guarded([&] {
+    require(comm, "comm");
+    name = comm->communicator->choose(collective_of(collective), count, data_type(type)).name;
+    return Status();
+  });
+  return status == IBCOLL_SUCCESS ? name : nullptr;
+}
+
+const char* ibcoll_transport(ibcoll_comm_t comm, int rank) {
+  const char* name = nullptr;
+  const ibcoll_status_t status = guarded([&] {
+    require(comm, "comm");
+    const int size = comm->communicator->size();
+    if (rank < 0 || rank >= size) {
+      invalid("rank: " + std::to_string(rank) + " is outside [0, " + std::to_string(size) + ")");
+    }
+    name = comm->owner->context->transport_to(
+        comm->communicator->members()[static_cast<size_t>(rank)]);
+    return Status();
+  });
+  return status == IBCOLL_SUCCESS ? name : nullptr;
+}
+
+}  // extern "C"

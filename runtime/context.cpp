@@ -1,0 +1,223 @@
+#include "runtime/context.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+
+#include "base/log.h"
+#include "runtime/shm_endpoint.h"
+#ifdef IBCOLL_HAVE_VERBS
+#include "runtime/verbs_endpoint.h"
+#endif
+
+namespace ibcoll::runtime {
+namespace {
+
+using collectives::Collective;
+using collectives::Communicator;
+
+std::string this_node(const Config& config) {
+  if (!config.node.empty()) return config.node;
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) throw_errno("gethostname", errno);
+  return name;
+}
+
+// FNV-1a over the list: ranks that pass different lists to create() disagree on it.
+uint64_t digest_of(std::span<const int> ranks) {
+  uint64_t h = 1469598103934665603ull;
+  for (int r : ranks) {
+    h ^= static_cast<uint32_t>(r);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+Request::Request(Context& context, std::unique_ptr<collectives::Operation> operation)
+    : context_(context), operation_(std::move(operation)) {
+  context_.in_flight_.push_back(operation_.get());
+}
+
+Request::~Request() {
+  auto& list = context_.in_flight_;
+  list.erase(std::find(list.begin(), list.end(), operation_.get()));
+}
+
+Context::Context() {
+  open_transports();
+  std::vector<int> everyone(static_cast<size_t>(job_.size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  world_ = std::make_unique<Communicator>(*channel_, std::move(everyone), job_.rank(), 1,
+                                          job_.config().policy);
+}
+
+Context::~Context() {
+  // No rank may tear down its transports while a peer still needs them (a message it sent
+  // may still be on the wire), so the last step is a barrier of the whole job.
+  try {
+    job_.store().barrier("finalize");
+  } catch (const Error& e) {
+    IBCOLL_LOG(warn, "leaving without every rank: " << e.what());
+  }
+  job_.engine().remove(channel_.get());
+}
+
+void Context::open_transports() {
+  const Config& config = job_.config();
+  const std::string node = this_node(config);
+  nodes_ = job_.store().allgather("node", node);
+  std::vector<int> node_ranks;
+  for (int r = 0; r < job_.size(); ++r) {
+    if (nodes_[static_cast<size_t>(r)] == node) node_ranks.push_back(r);
+  }
+  const bool one_node = static_cast<int>(node_ranks.size()) == job_.size();
+  if (config.transport == TransportMode::shm && !one_node) {
+    throw Error(Code::invalid_argument,
+                "IBCOLL_TRANSPORT: shm needs every rank on one node, and this job spans nodes");
+  }
+  const bool use_shm = config.transport != TransportMode::verbs;
+  const bool use_verbs = config.transport == TransportMode::verbs ||
+                         (config.transport == TransportMode::automatic && !one_node);
+  if (use_shm) {
+    shm_ = open_shm_channel(job_, node_ranks, node);
+    if (node_ranks.size() == 1) shm_.reset();  // nobody to share with
+  }
+  if (use_verbs) {
+#ifdef IBCOLL_HAVE_VERBS
+    verbs_ = open_verbs_channel(job_);
+#else
+    throw Error(Code::not_supported,
+                "IBCOLL_TRANSPORT: this build has no verbs transport, and " +
+                    std::string(one_node ? "verbs was asked for" : "the job spans nodes"));
+#endif
+  }
+  std::vector<transport::RoutedChannel::Route> routes(static_cast<size_t>(job_.size()));
+  for (int r = 0; r < job_.size(); ++r) {
+    auto local = std::find(node_ranks.begin(), node_ranks.end(), r);
+    if (r == job_.rank()) continue;
+    if (shm_ && local != node_ranks.end()) {
+      routes[static_cast<size_t>(r)] = {shm_.get(), static_cast<int>(local - node_ranks.begin())};
+    }
+#ifdef IBCOLL_HAVE_VERBS
+    else {
+      routes[static_cast<size_t>(r)] = {verbs_.get(), r};
+    }
+#endif
+  }
+  std::vector<transport::Channel*> channels;
+  if (shm_) channels.push_back(shm_.get());
+#ifdef IBCOLL_HAVE_VERBS
+  if (verbs_) channels.push_back(verbs_.get());
+#endif
+  channel_ = std::make_unique<transport::RoutedChannel>(job_.rank(), std::move(routes),
+                                                        std::move(channels));
+  job_.engine().add(channel_.get());
+  const size_t by_shm = shm_ ? node_ranks.size() - 1 : 0;
+  IBCOLL_LOG(info, "node " << node << ": shm to " << by_shm << " ranks, verbs to "
+                           << (job_.size() - 1 - static_cast<int>(by_shm)) << " (IBCOLL_TRANSPORT="
+                           << transport_mode_name(config.transport) << ")");
+}
+
+const char* Context::transport_to(int rank) const {
+  if (rank == job_.rank()) return "self";
+  const transport::Channel* c = channel_->channel_of(rank);
+  return c == shm_.get() ? "shm" : "verbs";
+}
+
+std::unique_ptr<Request> Context::start(Communicator& communicator, Collective collective,
+                                        const collectives::CollectiveArgs& args, uint64_t extra) {
+  return std::make_unique<Request>(*this, communicator.start(collective, args, extra));
+}
+
+void Context::advance_all() {
+  for (collectives::Operation* op : in_flight_)
+    op->advance();
+}
+
+int Context::progress() {
+  const int events = job_.engine().progress();
+  advance_all();
+  return events;
+}
+
+const Status& Context::wait(Request& request) {
+  try {
+    job_.engine().wait(
+        [&] {
+          advance_all();
+          return request.done();
+        },
+        job_.config().timeout, "collective");
+  } catch (const Error& e) {
+    request.operation().abandon(e.status());
+  }
+  return request.status();
+}
+
+std::unique_ptr<Communicator> Context::split(Communicator& parent, int color, int key) {
+  return create_group(parent, color, key, 0);
+}
+
+std::unique_ptr<Communicator> Context::create(Communicator& parent, std::span<const int> ranks) {
+  std::vector<bool> seen(static_cast<size_t>(parent.size()));
+  for (int r : ranks) {
+    if (r < 0 || r >= parent.size()) {
+      throw Error(Code::invalid_argument, "ranks: " + std::to_string(r) + " is outside [0, " +
+                                              std::to_string(parent.size()) + ")");
+    }
+    if (seen[static_cast<size_t>(r)]) {
+      throw Error(Code::invalid_argument, "ranks: " + std::to_string(r) + " is listed twice");
+    }
+    seen[static_cast<size_t>(r)] = true;
+  }
+  const auto position = std::find(ranks.begin(), ranks.end(), parent.rank());
+  const bool member = position != ranks.end();
+  return create_group(parent, member ? 0 : -1,
+                      member ? static_cast<int>(position - ranks.begin()) : 0, digest_of(ranks));
+}
+
+// Every parent rank contributes (color, key, its next free id) in its own slot of a table that
+// a sum-allreduce fills in everywhere. The new id is the largest next free id of any parent
+// rank, so it is new to every member, and no two communicators sharing a rank share an id.
+std::unique_ptr<Communicator> Context::create_group(Communicator& parent, int color, int key,
+                                                    uint64_t extra) {
+  const auto n = static_cast<size_t>(parent.size());
+  const auto me = static_cast<size_t>(parent.rank());
+  std::vector<int64_t> table(3 * n, 0), all(3 * n, 0);
+  table[3 * me] = color;
+  table[3 * me + 1] = key;
+  table[3 * me + 2] = next_communicator_id_;
+  auto request = start(parent, Collective::allreduce,
+                       {table.data(), all.data(), table.size(), collectives::DataType::int64,
+                        collectives::ReduceOp::sum, 0},
+                       extra);
+  if (const Status& s = wait(*request); !s.ok()) throw Error(s);
+  int64_t id = 0;
+  for (size_t r = 0; r < n; ++r)
+    id = std::max(id, all[3 * r + 2]);
+  if (id > UINT16_MAX) {
+    throw Error(Code::system_error, "communicator: all 65535 communicator ids are used");
+  }
+  next_communicator_id_ = static_cast<uint16_t>(id + 1);
+  if (color < 0) return nullptr;
+  std::vector<size_t> chosen;
+  for (size_t r = 0; r < n; ++r) {
+    if (all[3 * r] == color) chosen.push_back(r);
+  }
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [&](size_t a, size_t b) { return all[3 * a + 1] < all[3 * b + 1]; });
+  std::vector<int> members;
+  int rank = 0;
+  for (size_t r : chosen) {
+    if (r == me) rank = static_cast<int>(members.size());
+    members.push_back(parent.members()[r]);
+  }
+  return std::make_unique<Communicator>(*channel_, std::move(members), rank,
+                                        static_cast<uint16_t>(id), job_.config().policy);
+}
+
+}  // namespace ibcoll::runtime

@@ -1,0 +1,89 @@
+// Context: everything one process of a job owns: the job (configuration, bootstrap, progress
+// engine), its transports behind one routed channel (shared memory to ranks on its node, verbs
+// to the others, or one of them when IBCOLL_TRANSPORT says), the world communicator, and the
+// collective calls in flight, which progress() and wait() advance all together (a peer may
+// need any of them to move).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "runtime/job.h"
+#include "transport/routed_channel.h"
+#include "transport/shm/shm_channel.h"
+#ifdef IBCOLL_HAVE_VERBS
+#include "transport/verbs/verbs_channel.h"
+#endif
+
+namespace ibcoll::runtime {
+
+class Context;
+
+// A collective call in flight, advanced by its context until it ends.
+class Request {
+ public:
+  Request(Context& context, std::unique_ptr<collectives::Operation> operation);
+  ~Request();
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  bool done() const { return operation_->state() != collectives::Operation::State::running; }
+  const Status& status() const { return operation_->status(); }
+  collectives::Operation& operation() { return *operation_; }
+
+ private:
+  Context& context_;
+  std::unique_ptr<collectives::Operation> operation_;
+};
+
+class Context {
+ public:
+  Context();  // from the environment; throws Error naming what is wrong
+  ~Context();
+
+  Job& job() { return job_; }
+  collectives::Communicator& world() { return *world_; }
+  // "shm", "verbs" or "self": how this process reaches `rank` of the job.
+  const char* transport_to(int rank) const;
+
+  // Collective over `parent`: members with the same color (≥ 0) form a communicator, ordered
+  // by key, then parent rank. Null for a negative color.
+  std::unique_ptr<collectives::Communicator> split(collectives::Communicator& parent, int color,
+                                                   int key);
+  // Collective over `parent`, every rank passing the same list of parent ranks: the listed
+  // ranks form a communicator in list order; null elsewhere.
+  std::unique_ptr<collectives::Communicator> create(collectives::Communicator& parent,
+                                                    std::span<const int> ranks);
+
+  // Starts a collective call (arguments checked first: Error(invalid_argument)).
+  std::unique_ptr<Request> start(collectives::Communicator& communicator,
+                                 collectives::Collective collective,
+                                 const collectives::CollectiveArgs& args, uint64_t extra = 0);
+  // Polls the transports once and advances every call in flight; the number of events.
+  int progress();
+  // Drives progress until `request` ends; after IBCOLL_TIMEOUT it ends it with a timeout.
+  const Status& wait(Request& request);
+
+ private:
+  friend class Request;
+  void advance_all();
+  void open_transports();
+  std::unique_ptr<collectives::Communicator> create_group(collectives::Communicator& parent,
+                                                          int color, int key, uint64_t extra);
+
+  Job job_;
+  std::vector<std::string> nodes_;  // every rank's node name
+  std::unique_ptr<transport::shm::ShmChannel> shm_;
+#ifdef IBCOLL_HAVE_VERBS
+  std::unique_ptr<transport::verbs::VerbsChannel> verbs_;
+#endif
+  std::unique_ptr<transport::RoutedChannel> channel_;
+  std::unique_ptr<collectives::Communicator> world_;
+  uint16_t next_communicator_id_ = 2;  // 1 is the world's
+  std::vector<collectives::Operation*> in_flight_;
+};
+
+}  // namespace ibcoll::runtime

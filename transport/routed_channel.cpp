@@ -1,0 +1,51 @@
+#include "transport/routed_channel.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+namespace ibcoll::transport {
+
+RoutedChannel::RoutedChannel(int rank, std::vector<Route> routes, std::vector<Channel*> channels)
+    : rank_(rank), routes_(std::move(routes)), channels_(std::move(channels)) {
+  max_message_size_ = std::numeric_limits<size_t>::max();
+  for (const Channel* c : channels_)
+    max_message_size_ = std::min(max_message_size_, c->max_message_size());
+  for (size_t r = 0; r < routes_.size(); ++r) {
+    if (static_cast<int>(r) != rank_ && !routes_[r].channel) {
+      throw Error(Code::internal, "no transport reaches rank " + std::to_string(r));
+    }
+  }
+}
+
+void RoutedChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
+                         Completion done) {
+  check_send(peer, buffer, length, done);
+  const Route& route = routes_[static_cast<size_t>(peer)];
+  route.channel->send(route.peer, tag, buffer, length, std::move(done));
+}
+
+void RoutedChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {
+  check_recv(peer, buffer, capacity, done);
+  const Route& route = routes_[static_cast<size_t>(peer)];
+  route.channel->recv(route.peer, tag, buffer, capacity, std::move(done));
+}
+
+void RoutedChannel::cancel_receives(uint64_t first, uint64_t last) {
+  for (Channel* c : channels_)
+    c->cancel_receives(first, last);
+}
+
+int RoutedChannel::poll() {
+  int events = 0;
+  for (Channel* c : channels_)
+    events += c->poll();
+  return events;
+}
+
+// Sleeping needs every transport's descriptor; with several, keep polling instead.
+int RoutedChannel::arm_event_fd() {
+  return channels_.size() == 1 ? channels_.front()->arm_event_fd() : -1;
+}
+
+}  // namespace ibcoll::transport
