@@ -1,6 +1,6 @@
 // CallCheck: makes ranks that disagree about a collective call (which collective, count, type,
 // op, root) fail together with a message saying what differs, instead of hanging or mixing
-// unrelated data. Each rank contributes its call's fields; a small allreduce beside the
+// unrelated data. Each rank contributes its call's fields; a small allreduce ahead of the
 // algorithm gives every rank each field's minimum and maximum, so all ranks reach the same
 // verdict. Its shape depends only on the group size, so it completes however the calls differ.
 #pragma once

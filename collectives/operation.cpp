@@ -11,28 +11,31 @@ Operation::Operation(const Algorithm& algorithm, std::unique_ptr<CollectiveTask>
       task_(std::move(task)),
       check_(std::move(check)),
       channel_(channel),
-      base_tag_(base_tag) {
-  if (!check_) check_state_ = State::done;
-}
+      base_tag_(base_tag) {}
 
 Operation::~Operation() {
   if (state_ == State::running) abandon(Status(Code::internal, "operation destroyed"));
 }
 
 void Operation::start() {
-  if (check_) check_->start();
-  task_->start();
+  checking_ = check_ != nullptr;
+  if (checking_) {
+    check_->start();
+  } else {
+    task_->start();
+  }
 }
 
 Operation::State Operation::advance() {
   if (state_ != State::running) return state_;
-  if (task_state_ == State::running) task_state_ = task_->advance();
-  if (check_state_ == State::running) check_state_ = check_->advance();
-  if (check_state_ != State::running && check_) {
-    Status verdict = check_->verdict();
-    if (!verdict.ok()) return finish(std::move(verdict));
+  if (checking_) {
+    if (check_->advance() == State::running) return State::running;
+    if (Status verdict = check_->verdict(); !verdict.ok()) return finish(std::move(verdict));
+    checking_ = false;
+    task_->start();
   }
-  if (task_state_ == State::running || check_state_ == State::running) return State::running;
+  const State task_state = task_->advance();
+  if (task_state == State::running) return State::running;
   return finish(task_->status());
 }
 

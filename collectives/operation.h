@@ -1,7 +1,8 @@
-// Operation: one collective call in flight: the algorithm's task and, beside it, the call
-// check. It ends when both have, with the check's verdict first (ranks that disagree all report
-// the mismatch, whatever the algorithm made of it); a call that ends in failure, or is given up
-// on, withdraws its posted receives so no late message lands in the caller's buffer.
+// Operation: one collective call in flight: first the call check, then the algorithm's task.
+// The algorithm starts only once every rank has been seen to make the same call, so ranks that
+// disagree all fail with the check's verdict before any of the caller's data moves (and no
+// message of a mismatched call can land in a buffer afterwards). A call that fails or is given
+// up on withdraws its posted receives.
 #pragma once
 
 #include <memory>
@@ -40,7 +41,8 @@ class Operation {
   std::unique_ptr<CallCheck> check_;
   transport::Channel& channel_;
   uint64_t base_tag_;
-  State task_state_ = State::running, check_state_ = State::running, state_ = State::running;
+  bool checking_ = false;  // in the call check; the task has not started
+  State state_ = State::running;
   Status status_;
 };
 

@@ -31,7 +31,9 @@ typedef enum {
   IBCOLL_ERR_INTERNAL
 } ibcoll_status_t;
 
-typedef enum {
+/* Types, ops and collectives travel as int so that any value a caller passes can be checked
+ * (and refused) rather than being undefined. */
+enum ibcoll_datatype {
   IBCOLL_INT8,
   IBCOLL_INT16,
   IBCOLL_INT32,
@@ -44,9 +46,10 @@ typedef enum {
   IBCOLL_BFLOAT16,
   IBCOLL_FLOAT32,
   IBCOLL_FLOAT64
-} ibcoll_datatype_t;
+};
+typedef int ibcoll_datatype_t; /* an enum ibcoll_datatype */
 
-typedef enum {
+enum ibcoll_op {
   IBCOLL_SUM,
   IBCOLL_PROD,
   IBCOLL_MIN,
@@ -54,9 +57,11 @@ typedef enum {
   IBCOLL_BAND, /* integers only */
   IBCOLL_BOR,  /* integers only */
   IBCOLL_BXOR  /* integers only */
-} ibcoll_op_t;
+};
+typedef int ibcoll_op_t; /* an enum ibcoll_op */
 
-typedef enum { IBCOLL_ALLREDUCE, IBCOLL_BCAST } ibcoll_collective_t;
+enum ibcoll_collective { IBCOLL_ALLREDUCE, IBCOLL_BCAST };
+typedef int ibcoll_collective_t; /* an enum ibcoll_collective */
 
 /* As the send buffer of an allreduce: the input is in the receive buffer. */
 #ifdef __cplusplus

@@ -34,6 +34,17 @@ struct ibcoll_request {
   std::unique_ptr<ibcoll::runtime::Request> request;
 };
 
+// The C values are the engine's enumerators, in the same order.
+static_assert(static_cast<int>(DataType::int8) == IBCOLL_INT8 &&
+              static_cast<int>(DataType::uint64) == IBCOLL_UINT64 &&
+              static_cast<int>(DataType::float16) == IBCOLL_FLOAT16 &&
+              static_cast<int>(DataType::float64) == IBCOLL_FLOAT64 &&
+              ibcoll::collectives::kDataTypeCount == IBCOLL_FLOAT64 + 1);
+static_assert(static_cast<int>(ReduceOp::sum) == IBCOLL_SUM &&
+              static_cast<int>(ReduceOp::max) == IBCOLL_MAX &&
+              static_cast<int>(ReduceOp::bxor) == IBCOLL_BXOR &&
+              ibcoll::collectives::kReduceOpCount == IBCOLL_BXOR + 1);
+
 namespace {
 
 thread_local std::string last_error;
@@ -91,7 +102,7 @@ void require(const T* pointer, const char* name) {
 }
 
 DataType data_type(ibcoll_datatype_t type) {
-  const int value = static_cast<int>(type);
+  const int value = type;
   if (value < 0 || value >= ibcoll::collectives::kDataTypeCount) {
     invalid("type: " + std::to_string(value) + " is not an ibcoll_datatype_t");
   }
@@ -99,7 +110,7 @@ DataType data_type(ibcoll_datatype_t type) {
 }
 
 ReduceOp reduce_op(ibcoll_op_t op) {
-  const int value = static_cast<int>(op);
+  const int value = op;
   if (value < 0 || value >= ibcoll::collectives::kReduceOpCount) {
     invalid("op: " + std::to_string(value) + " is not an ibcoll_op_t");
   }
@@ -109,8 +120,7 @@ ReduceOp reduce_op(ibcoll_op_t op) {
 Collective collective_of(ibcoll_collective_t collective) {
   if (collective == IBCOLL_ALLREDUCE) return Collective::allreduce;
   if (collective == IBCOLL_BCAST) return Collective::bcast;
-  invalid("collective: " + std::to_string(static_cast<int>(collective)) +
-          " is not an ibcoll_collective_t");
+  invalid("collective: " + std::to_string(collective) + " is not an ibcoll_collective_t");
 }
 
 CollectiveArgs allreduce_args(const void* send, void* recv, size_t count, ibcoll_datatype_t type,

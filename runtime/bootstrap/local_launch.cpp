@@ -13,7 +13,6 @@
 #include <thread>
 
 namespace ibcoll::runtime {
-namespace {
 
 int free_loopback_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -33,8 +32,6 @@ std::string random_secret() {
   std::snprintf(text, sizeof(text), "%08x%08x%08x%08x", rd(), rd(), rd(), rd());
   return text;
 }
-
-}  // namespace
 
 std::vector<RankExit> launch_local_ranks(int size, const std::function<int(int, int)>& body,
                                          const LaunchOptions& options) {

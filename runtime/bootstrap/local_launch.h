@@ -29,6 +29,11 @@ std::vector<RankExit> launch_local_ranks(int size,
                                          const std::function<int(int rank, int size)>& body,
                                          const LaunchOptions& options = {});
 
+// A TCP port on 127.0.0.1 that was free a moment ago, for a TCP store on this machine.
+int free_loopback_port();
+// A fresh IBCOLL_JOB_SECRET.
+std::string random_secret();
+
 // "rank 0: exit 0; rank 1: signal 9; ..." for messages.
 std::string describe(const std::vector<RankExit>& exits);
 

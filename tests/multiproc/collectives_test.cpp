@@ -1,83 +1,143 @@
-// Allreduce and broadcast algorithms over the shared-memory channel between forked ranks:
-// every (type, op), several counts, in place or not, every root; results against references
-// computed here, and bitwise equality across ranks and runs.
+// Allreduce and bcast through the C API between forked ranks on the host (shared memory):
+// 1..8 ranks (oversubscribed), every algorithm forced in turn and the automatic choice, every
+// (type, op), in place and not, every root; references computed here, bits compared across
+// ranks and runs; split and created communicators.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
-#include "runtime/shm_endpoint.h"
+#include "collectives/registry.h"
 #include "tests/support/collectives.h"
 
 namespace ibcoll::testing {
 namespace {
 
-using ShmRank = CollectiveRank<runtime::ShmEndpoint>;
-
-int allreduce_sweep_over_shm(int, int) {
-  ShmRank r;
-  allreduce_sweep(r, {std::begin(kTypes), std::end(kTypes)}, {0, 1, 7, 1031});
-  r.store().barrier("end");
-  return 0;
+// Each run forces one allreduce and one bcast algorithm ("auto" first): enough runs that every
+// algorithm of either collective gets one.
+std::vector<RankOptions> algorithm_choices() {
+  std::vector<std::string> allreduce{"auto"}, bcast{"auto"};
+  for (const collectives::Algorithm& a : collectives::algorithms())
+    (a.collective == collectives::Collective::allreduce ? allreduce : bcast).push_back(a.name);
+  std::vector<RankOptions> runs(std::max(allreduce.size(), bcast.size()));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].environment = {{"IBCOLL_ALLREDUCE_ALGO", allreduce[i % allreduce.size()]},
+                           {"IBCOLL_BCAST_ALGO", bcast[i % bcast.size()]}};
+    runs[i].deadline = std::chrono::seconds(240);
+  }
+  return runs;
 }
 
-TEST(Collectives, AllreduceEveryTypeAndOpOneToFiveRanks) {
-  for (int ranks = 1; ranks <= 5; ++ranks)
-    expect_all_ok(run_ranks(ranks, allreduce_sweep_over_shm));
+std::string label(const RankOptions& run, int ranks) {
+  return "allreduce " + run.environment.at("IBCOLL_ALLREDUCE_ALGO") + ", bcast " +
+         run.environment.at("IBCOLL_BCAST_ALGO") + ", " + std::to_string(ranks) + " ranks";
 }
 
-// Random floats: the sum depends on the order of additions, so equal bits on every rank and
-// in every run show that the order is fixed by the algorithm, not by arrival.
-TEST(Collectives, AllreduceIsBitwiseIdenticalAcrossRanksAndRuns) {
-  expect_all_ok(run_ranks(5, [](int me, int) {
-    ShmRank r;
-    std::mt19937 rng(static_cast<unsigned>(me) + 1);
-    std::uniform_real_distribution<float> value(-1e6f, 1e6f);
-    std::vector<float> mine(65537), first(mine.size()), second(mine.size());
-    for (float& v : mine)
-      v = value(rng);
-    for (std::vector<float>* out : {&first, &second}) {
-      const Status s =
-          r.run(collectives::Collective::allreduce, "recursive_doubling",
-                {mine.data(), out->data(), mine.size(), DataType::float32, ReduceOp::sum, 0});
-      RANK_CHECK(s.ok(), s.to_string());
+TEST(Collectives, EveryAlgorithmTypeOpAndRootOneToEightRanks) {
+  for (const RankOptions& run : algorithm_choices()) {
+    for (int ranks = 1; ranks <= 8; ++ranks) {
+      SCOPED_TRACE(label(run, ranks));
+      expect_all_ok(run_ranks(
+          ranks,
+          [](int, int) {
+            CapiRank r;
+            allreduce_sweep(r.world(), {std::begin(kTypes), std::end(kTypes)},
+                            {0, 1, 7, 1031, 65537});
+            bcast_every_root(r.world(), DataType::uint8, {0, 1, 7, 1031, 65537});
+            return 0;
+          },
+          run));
     }
-    RANK_CHECK(std::memcmp(first.data(), second.data(), first.size() * 4) == 0,
-               "two runs gave different bits");
-    std::string bytes(reinterpret_cast<const char*>(first.data()), first.size() * 4);
-    for (const std::string& other : r.store().allgather("result", bytes)) {
-      RANK_CHECK(other == bytes, "ranks disagree on the bits of the sum");
-    }
-    return 0;
-  }));
-}
-
-TEST(Collectives, BcastFromEveryRoot) {
-  for (int ranks = 1; ranks <= 5; ++ranks) {
-    expect_all_ok(run_ranks(ranks, [](int, int) {
-      ShmRank r;
-      bcast_every_root(r, {0, 1, 7, 65537});
-      r.store().barrier("end");
-      return 0;
-    }));
   }
 }
 
-// Ranks that disagree on the count get an error, not a hang and not silent garbage.
-TEST(Collectives, MismatchedCountsFailOnEveryRank) {
-  expect_all_ok(run_ranks(2, [](int me, int) {
-    ShmRank r;
-    std::vector<int32_t> data(20, 1), out(20);
-    const size_t count = me == 0 ? 10 : 20;
-    const Status s = r.run(collectives::Collective::allreduce, "recursive_doubling",
-                           {data.data(), out.data(), count, DataType::int32, ReduceOp::sum, 0});
-    RANK_CHECK(!s.ok(), "a mismatched allreduce succeeded");
-    RANK_CHECK(s.code() == Code::truncated || s.code() == Code::mismatch, s.to_string());
-    r.store().barrier("end");
+// 1 MiB + 5 and 16 MiB: fewer types (the kernels are the same at every size), every algorithm.
+TEST(Collectives, LargeMessagesEveryAlgorithm) {
+  for (const RankOptions& run : algorithm_choices()) {
+    for (int ranks : {2, 3, 4}) {
+      SCOPED_TRACE(label(run, ranks));
+      expect_all_ok(run_ranks(
+          ranks,
+          [](int, int) {
+            CapiRank r;
+            allreduce_sweep(r.world(), {DataType::float32}, {(1 << 20) / 4 + 5, 4 << 20});
+            allreduce_sweep(r.world(), {DataType::int8}, {(1 << 20) + 5});
+            bcast_every_root(r.world(), DataType::uint8, {(1 << 20) + 5, 16 << 20});
+            return 0;
+          },
+          run));
+    }
+  }
+}
+
+// Random floats: the sum depends on the order of additions, so equal bits on every rank and in
+// every run show that the order is fixed by the algorithm, never by arrival.
+TEST(Collectives, BitwiseIdenticalAcrossRanksAndRuns) {
+  for (const RankOptions& run : algorithm_choices()) {
+    for (int ranks : {3, 5, 8}) {
+      SCOPED_TRACE(label(run, ranks));
+      expect_all_ok(run_ranks(
+          ranks,
+          [](int me, int) {
+            CapiRank r;
+            std::mt19937 rng(static_cast<unsigned>(me) + 1);
+            std::uniform_real_distribution<float> value(-1e6f, 1e6f);
+            for (size_t count : {size_t{7}, size_t{65537}, size_t{300000}}) {
+              std::vector<float> mine(count), first(count), second(count);
+              for (float& v : mine)
+                v = value(rng);
+              for (std::vector<float>* out : {&first, &second}) {
+                RANK_CHECK(ibcoll_allreduce(mine.data(), out->data(), count, IBCOLL_FLOAT32,
+                                            IBCOLL_SUM, r.world()) == IBCOLL_SUCCESS,
+                           ibcoll_last_error());
+              }
+              RANK_CHECK(std::memcmp(first.data(), second.data(), count * 4) == 0,
+                         "two runs gave different bits");
+              expect_same_everywhere(r.world(), first.data(), count * 4,
+                                     "sum of " + std::to_string(count) + " random floats");
+            }
+            return 0;
+          },
+          run));
+    }
+  }
+}
+
+// Split by parity (reversed order by key) and a communicator from a list: each works on its
+// own and beside the world, and reports its members' transports.
+TEST(Collectives, SplitAndCreatedCommunicators) {
+  expect_all_ok(run_ranks(5, [](int me, int n) {
+    CapiRank r;
+    ibcoll_comm_t parity = nullptr, listed = nullptr, none = nullptr;
+    RANK_CHECK(ibcoll_comm_split(r.world(), me % 2, -me, &parity) == IBCOLL_SUCCESS,
+               ibcoll_last_error());
+    const int expected_size = (n + 1 - me % 2) / 2;
+    RANK_CHECK(comm_size(parity) == expected_size, "parity communicator size");
+    RANK_CHECK(comm_rank(parity) == expected_size - 1 - me / 2, "ordered by key");
+    allreduce_sweep(parity, {DataType::int32, DataType::float64}, {1, 1031});
+    bcast_every_root(parity, DataType::int16, {3});
+
+    const int list[] = {3, 1, 4};
+    RANK_CHECK(ibcoll_comm_create(r.world(), list, 3, &listed) == IBCOLL_SUCCESS,
+               ibcoll_last_error());
+    if (me == 3 || me == 1 || me == 4) {
+      RANK_CHECK(listed && comm_size(listed) == 3, "created communicator");
+      RANK_CHECK(comm_rank(listed) == (me == 3 ? 0 : me == 1 ? 1 : 2), "ranks in list order");
+      allreduce_sweep(listed, {DataType::uint16}, {7});
+      RANK_CHECK(std::string(ibcoll_transport(listed, (comm_rank(listed) + 1) % 3)) == "shm",
+                 "ranks on one node talk through shared memory");
+      RANK_CHECK(ibcoll_comm_free(&listed) == IBCOLL_SUCCESS && !listed, ibcoll_last_error());
+    } else {
+      RANK_CHECK(listed == nullptr, "a rank outside the list got a communicator");
+    }
+    RANK_CHECK(ibcoll_comm_split(r.world(), IBCOLL_UNDEFINED, 0, &none) == IBCOLL_SUCCESS &&
+                   none == nullptr,
+               "IBCOLL_UNDEFINED gives no communicator");
+    allreduce_sweep(r.world(), {DataType::int64}, {5});
+    RANK_CHECK(ibcoll_comm_free(&parity) == IBCOLL_SUCCESS, ibcoll_last_error());
     return 0;
   }));
-  EXPECT_THROW(collectives::find_algorithm(collectives::Collective::bcast, "ring"), Error);
 }
 
 }  // namespace

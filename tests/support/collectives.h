@@ -1,7 +1,8 @@
-// Helpers for collective tests over any endpoint (shared memory on the host, verbs in the
-// VM): every type and op, inputs whose reductions are exact in every type (so any order gives
-// the same bits and a reference folded in rank order must match exactly), and a rank that
-// runs a named algorithm to completion.
+// Collective tests through the public C API, over whatever transport the environment picks
+// (shared memory on the host, verbs in the VM): inputs whose reductions are exact in every
+// type (so a reference folded in rank order must match any algorithm bit for bit), sweeps of
+// allreduce over every (type, op) and of bcast from every root, and a check that a buffer holds
+// the same bits on every rank.
 #pragma once
 
 #include <cstring>
@@ -10,12 +11,11 @@
 
 #include "collectives/half.h"
 #include "collectives/reduce_kernels.h"
-#include "collectives/registry.h"
-#include "tests/support/exchange.h"
+#include "ibcoll/ibcoll.h"
+#include "tests/support/forked_ranks.h"
 
 namespace ibcoll::testing {
 
-using collectives::CollectiveArgs;
 using collectives::DataType;
 using collectives::ReduceOp;
 
@@ -26,12 +26,21 @@ inline const DataType kTypes[] = {DataType::int8,     DataType::int16,   DataTyp
 inline const ReduceOp kOps[] = {ReduceOp::sum,  ReduceOp::prod, ReduceOp::min, ReduceOp::max,
                                 ReduceOp::band, ReduceOp::bor,  ReduceOp::bxor};
 
-// Small integers, exact in every type, so any reduction order gives the same bits and the
-// reference (ranks folded in order) must match the algorithm exactly.
-inline std::vector<std::byte> input(DataType type, int rank, size_t count) {
+inline ibcoll_datatype_t c_type(DataType type) {
+  return static_cast<ibcoll_datatype_t>(type);
+}
+inline ibcoll_op_t c_op(ReduceOp op) {
+  return static_cast<ibcoll_op_t>(op);
+}
+
+// Small integers, exact in every type: sums stay within ±3·ranks, and products multiply only
+// ±1 and ±2, so every partial result is exact even in bfloat16 and any order gives the same bits.
+inline std::vector<std::byte> input(DataType type, ReduceOp op, int rank, size_t count) {
+  static const int kFactors[] = {-2, -1, 1, 2, 1, -1, 2};
   std::vector<std::byte> out(count * collectives::type_size(type));
   for (size_t i = 0; i < count; ++i) {
-    const int v = static_cast<int>((static_cast<size_t>(rank) * 7 + i * 3) % 7) - 3;
+    const size_t k = (static_cast<size_t>(rank) * 7 + i * 3) % 7;
+    const int v = op == ReduceOp::prod ? kFactors[k] : static_cast<int>(k) - 3;
     auto put = [&](auto value) { std::memcpy(&out[i * sizeof(value)], &value, sizeof(value)); };
     switch (type) {
       case DataType::int8:
@@ -75,44 +84,86 @@ inline std::vector<std::byte> input(DataType type, int rank, size_t count) {
   return out;
 }
 
-template <typename Endpoint>
-struct CollectiveRank : Endpoint {
-  uint64_t sequence = 0;
-  collectives::Group group() {
-    std::vector<int> peers(static_cast<size_t>(this->size()));
-    for (int r = 0; r < this->size(); ++r)
-      peers[static_cast<size_t>(r)] = r;
-    return {this->channel(), this->rank(), peers};
+// Every rank's input folded in rank order.
+inline std::vector<std::byte> reference(DataType type, ReduceOp op, int ranks, size_t count) {
+  std::vector<std::byte> want = input(type, op, 0, count);
+  for (int r = 1; r < ranks; ++r)
+    collectives::reduce(want.data(), input(type, op, r, count).data(), count, type, op);
+  return want;
+}
+
+// A context joined at construction and finalized at destruction; fails the rank on errors.
+class CapiRank {
+ public:
+  CapiRank() {
+    RANK_CHECK(ibcoll_init(&context_) == IBCOLL_SUCCESS, ibcoll_last_error());
+    RANK_CHECK(ibcoll_comm_world(context_, &world_) == IBCOLL_SUCCESS, ibcoll_last_error());
+    ibcoll_comm_rank(world_, &rank_);
+    ibcoll_comm_size(world_, &size_);
   }
-  Status run(collectives::Collective kind, const char* algorithm, CollectiveArgs args) {
-    const auto& a = collectives::find_algorithm(kind, algorithm);
-    auto task = a.make(group(), args, ++sequence << 8);
-    return collectives::run_to_completion(*task, this->engine(), this->config().timeout);
-  }
+  ~CapiRank() { RANK_CHECK(ibcoll_finalize(context_) == IBCOLL_SUCCESS, ibcoll_last_error()); }
+  CapiRank(const CapiRank&) = delete;
+  CapiRank& operator=(const CapiRank&) = delete;
+
+  ibcoll_context_t context() const { return context_; }
+  ibcoll_comm_t world() const { return world_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  ibcoll_context_t context_ = nullptr;
+  ibcoll_comm_t world_ = nullptr;
+  int rank_ = -1, size_ = 0;
 };
 
-// Runs allreduce for every valid (type, op) in `types` × every op, each count, in place and
-// not, and checks the result against the reference; fails the rank on the first difference.
-template <typename Endpoint>
-void allreduce_sweep(CollectiveRank<Endpoint>& r, const std::vector<DataType>& types,
-                     const std::vector<size_t>& counts) {
+inline int comm_rank(ibcoll_comm_t comm) {
+  int rank = -1;
+  ibcoll_comm_rank(comm, &rank);
+  return rank;
+}
+inline int comm_size(ibcoll_comm_t comm) {
+  int size = 0;
+  ibcoll_comm_size(comm, &size);
+  return size;
+}
+
+// Fails the rank unless `bytes` at `data` are the same on every rank of `comm` (compared by
+// an FNV digest reduced to its minimum and maximum).
+inline void expect_same_everywhere(ibcoll_comm_t comm, const void* data, size_t bytes,
+                                   const std::string& what) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < bytes; ++i) {
+    h ^= static_cast<const unsigned char*>(data)[i];
+    h *= 1099511628211ull;
+  }
+  uint64_t mine[2] = {h, ~h}, least[2] = {};
+  RANK_CHECK(ibcoll_allreduce(mine, least, 2, IBCOLL_UINT64, IBCOLL_MIN, comm) == IBCOLL_SUCCESS,
+             ibcoll_last_error());
+  RANK_CHECK(least[0] == h && least[1] == ~h, what + ": ranks hold different bits");
+}
+
+// Allreduce of every valid (type, op) in `types` × every op, at each count, in place and not,
+// against the reference.
+inline void allreduce_sweep(ibcoll_comm_t comm, const std::vector<DataType>& types,
+                            const std::vector<size_t>& counts) {
+  const int me = comm_rank(comm), n = comm_size(comm);
   for (DataType type : types) {
     for (ReduceOp op : kOps) {
       if (!collectives::check_reduction(type, op).ok()) continue;
       for (size_t count : counts) {
-        std::vector<std::byte> want = input(type, 0, count);
-        for (int other = 1; other < r.size(); ++other) {
-          collectives::reduce(want.data(), input(type, other, count).data(), count, type, op);
-        }
+        const std::vector<std::byte> want = reference(type, op, n, count);
         for (bool in_place : {false, true}) {
-          std::vector<std::byte> mine = input(type, r.rank(), count), out(mine.size());
+          std::vector<std::byte> mine = input(type, op, me, count), out(mine.size());
           void* result = in_place ? mine.data() : out.data();
-          const Status s = r.run(collectives::Collective::allreduce, "recursive_doubling",
-                                 {mine.data(), result, count, type, op, 0});
-          const std::string what = std::string(collectives::type_name(type)) + " " +
-                                   collectives::op_name(op) + " count " + std::to_string(count) +
-                                   (in_place ? " in place" : "");
-          RANK_CHECK(s.ok(), what + ": " + s.to_string());
+          const void* send = in_place ? IBCOLL_IN_PLACE : mine.data();
+          const std::string what =
+              std::string(collectives::type_name(type)) + " " + collectives::op_name(op) +
+              " count " + std::to_string(count) + (in_place ? " in place" : "") + " on " +
+              std::to_string(n) + " ranks (" +
+              ibcoll_algorithm(comm, IBCOLL_ALLREDUCE, count, c_type(type)) + ")";
+          RANK_CHECK(
+              ibcoll_allreduce(send, result, count, c_type(type), c_op(op), comm) == IBCOLL_SUCCESS,
+              what + ": " + ibcoll_last_error());
           RANK_CHECK(want.empty() || std::memcmp(result, want.data(), want.size()) == 0,
                      what + ": wrong result");
         }
@@ -121,24 +172,28 @@ void allreduce_sweep(CollectiveRank<Endpoint>& r, const std::vector<DataType>& t
   }
 }
 
-// Broadcasts `count` doubles from every root in turn and checks every byte on every rank.
-template <typename Endpoint>
-void bcast_every_root(CollectiveRank<Endpoint>& r, const std::vector<size_t>& counts) {
-  for (int root = 0; root < r.size(); ++root) {
+inline std::byte pattern(int root, size_t count, size_t i) {
+  return static_cast<std::byte>((static_cast<size_t>(root) * 131 + count * 7 + i * 13) % 251);
+}
+
+// Bcast of `count` elements of `type` from every root in turn; every byte checked everywhere.
+inline void bcast_every_root(ibcoll_comm_t comm, DataType type, const std::vector<size_t>& counts) {
+  const int me = comm_rank(comm), n = comm_size(comm);
+  for (int root = 0; root < n; ++root) {
     for (size_t count : counts) {
-      std::vector<std::byte> data(count * 8);
-      if (r.rank() == root) {
+      std::vector<std::byte> data(count * collectives::type_size(type), std::byte{0xEE});
+      if (me == root) {
         for (size_t i = 0; i < data.size(); ++i)
-          data[i] = pattern_byte(root, 0, count, i);
+          data[i] = pattern(root, count, i);
       }
-      const Status s =
-          r.run(collectives::Collective::bcast, "binomial",
-                {data.data(), data.data(), count, DataType::float64, ReduceOp::sum, root});
-      RANK_CHECK(s.ok(), s.to_string());
-      for (size_t i = 0; i < data.size(); ++i) {
-        RANK_CHECK(data[i] == pattern_byte(root, 0, count, i),
-                   "root " + std::to_string(root) + " count " + std::to_string(count));
-      }
+      const std::string what = "bcast from " + std::to_string(root) + " count " +
+                               std::to_string(count) + " on " + std::to_string(n) + " ranks (" +
+                               ibcoll_algorithm(comm, IBCOLL_BCAST, count, c_type(type)) + ")";
+      RANK_CHECK(ibcoll_bcast(data.data(), count, c_type(type), root, comm) == IBCOLL_SUCCESS,
+                 what + ": " + ibcoll_last_error());
+      for (size_t i = 0; i < data.size(); ++i)
+        RANK_CHECK(data[i] == pattern(root, count, i),
+                   what + ": wrong byte at " + std::to_string(i));
     }
   }
 }

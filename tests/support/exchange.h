@@ -83,9 +83,4 @@ inline void exchange_all_to_all(runtime::Job& job, transport::Channel& channel,
   }
 }
 
-inline void expect_all_ok(const std::vector<RankExit>& exits) {
-  for (const auto& e : exits)
-    EXPECT_TRUE(e.ok()) << describe(exits);
-}
-
 }  // namespace ibcoll::testing

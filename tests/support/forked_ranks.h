@@ -2,6 +2,8 @@
 // children report failures through their exit status (RANK_CHECK), never through gtest.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 
 #include "runtime/bootstrap/local_launch.h"
@@ -15,6 +17,12 @@ using RankOptions = runtime::LaunchOptions;
 inline std::vector<RankExit> run_ranks(int size, const std::function<int(int rank, int size)>& body,
                                        const RankOptions& options = {}) {
   return runtime::launch_local_ranks(size, body, options);
+}
+
+// In the test: every rank exited 0.
+inline void expect_all_ok(const std::vector<RankExit>& exits) {
+  for (const auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
 }
 
 [[noreturn]] void rank_check_failed(const char* condition, const char* file, int line,

@@ -1,0 +1,149 @@
+// Errors through the C API between forked ranks: bad arguments are refused with a message
+// naming the argument and change nothing; ranks that make different calls all get
+// IBCOLL_ERR_MISMATCH naming what differs; a rank left alone times out instead of hanging.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tests/support/collectives.h"
+
+namespace ibcoll::testing {
+namespace {
+
+// Fails the rank unless `status` is `want` and the last error mentions `needle`.
+void expect_error(ibcoll_status_t status, ibcoll_status_t want, const std::string& needle,
+                  const std::string& what) {
+  RANK_CHECK(status == want,
+             what + ": got " + ibcoll_status_name(status) + " (" + ibcoll_last_error() + ")");
+  RANK_CHECK(std::string(ibcoll_last_error()).find(needle) != std::string::npos,
+             what + ": the message does not name " + needle + ": " + ibcoll_last_error());
+}
+
+TEST(Errors, BadArgumentsAreRefusedAndChangeNothing) {
+  expect_all_ok(run_ranks(3, [](int, int n) {
+    CapiRank r;
+    const ibcoll_comm_t w = r.world();
+    std::vector<float> data(8, 1.0f), out(8, 7.0f);
+    constexpr auto kBad = IBCOLL_ERR_INVALID_ARGUMENT;
+    expect_error(ibcoll_allreduce(nullptr, out.data(), 8, IBCOLL_FLOAT32, IBCOLL_SUM, w), kBad,
+                 "send", "null send buffer");
+    expect_error(ibcoll_allreduce(data.data(), nullptr, 8, IBCOLL_FLOAT32, IBCOLL_SUM, w), kBad,
+                 "recv", "null receive buffer");
+    expect_error(ibcoll_bcast(nullptr, 8, IBCOLL_FLOAT32, 0, w), kBad, "buffer",
+                 "null bcast buffer");
+    expect_error(ibcoll_allreduce(data.data(), out.data(), 8, static_cast<ibcoll_datatype_t>(99),
+                                  IBCOLL_SUM, w),
+                 kBad, "type", "unknown type");
+    expect_error(ibcoll_allreduce(data.data(), out.data(), 8, IBCOLL_FLOAT32,
+                                  static_cast<ibcoll_op_t>(-3), w),
+                 kBad, "op", "unknown op");
+    expect_error(ibcoll_allreduce(data.data(), out.data(), 8, IBCOLL_FLOAT32, IBCOLL_BXOR, w), kBad,
+                 "op: bxor is not defined for float32", "bitwise op on floats");
+    expect_error(ibcoll_bcast(data.data(), 8, IBCOLL_FLOAT32, n, w), kBad, "root",
+                 "root out of range");
+    expect_error(ibcoll_bcast(data.data(), 8, IBCOLL_FLOAT32, -1, w), kBad, "root",
+                 "negative root");
+    expect_error(
+        ibcoll_allreduce(data.data(), out.data(), SIZE_MAX / 4, IBCOLL_FLOAT64, IBCOLL_SUM, w),
+        kBad, "count", "count overflow");
+    expect_error(ibcoll_allreduce(data.data(), out.data(), 8, IBCOLL_FLOAT32, IBCOLL_SUM, nullptr),
+                 kBad, "comm", "null communicator");
+    ibcoll_comm_t split = nullptr;
+    expect_error(ibcoll_comm_split(w, -5, 0, &split), kBad, "color", "negative color");
+    const int duplicate[] = {0, 0}, outside[] = {0, n};
+    expect_error(ibcoll_comm_create(w, duplicate, 2, &split), kBad, "ranks", "a rank twice");
+    expect_error(ibcoll_comm_create(w, outside, 2, &split), kBad, "ranks", "a rank outside");
+    ibcoll_comm_t world = w;
+    expect_error(ibcoll_comm_free(&world), kBad, "world", "freeing the world");
+    expect_error(ibcoll_wait(nullptr), kBad, "request", "waiting on nothing");
+    RANK_CHECK(out == std::vector<float>(8, 7.0f), "a refused call wrote to its buffer");
+
+    // Count 0 with no buffers is a valid no-op; then the communicator still works, in step.
+    RANK_CHECK(ibcoll_allreduce(nullptr, nullptr, 0, IBCOLL_INT8, IBCOLL_SUM, w) == IBCOLL_SUCCESS,
+               ibcoll_last_error());
+    RANK_CHECK(ibcoll_bcast(nullptr, 0, IBCOLL_INT8, 0, w) == IBCOLL_SUCCESS, ibcoll_last_error());
+    RANK_CHECK(ibcoll_allreduce(data.data(), out.data(), 8, IBCOLL_FLOAT32, IBCOLL_SUM, w) ==
+                   IBCOLL_SUCCESS,
+               ibcoll_last_error());
+    RANK_CHECK(out == std::vector<float>(8, static_cast<float>(n)), "sum after refusals");
+    return 0;
+  }));
+}
+
+// Every rank makes the "same" call but one field differs on the last rank; every rank must get
+// IBCOLL_ERR_MISMATCH naming the field, and the next, matching call must work.
+TEST(Errors, MismatchedCallsFailOnEveryRank) {
+  struct Case {
+    const char* field;
+    ibcoll_status_t (*call)(bool odd_one, ibcoll_comm_t comm, std::vector<int32_t>& data);
+  };
+  const Case cases[] = {
+      {"count",
+       [](bool odd, ibcoll_comm_t c, std::vector<int32_t>& d) {
+         return ibcoll_allreduce(IBCOLL_IN_PLACE, d.data(), odd ? 100 : 200000, IBCOLL_INT32,
+                                 IBCOLL_SUM, c);
+       }},
+      {"type",
+       [](bool odd, ibcoll_comm_t c, std::vector<int32_t>& d) {
+         return ibcoll_allreduce(IBCOLL_IN_PLACE, d.data(), 64, odd ? IBCOLL_FLOAT32 : IBCOLL_INT32,
+                                 IBCOLL_SUM, c);
+       }},
+      {"op",
+       [](bool odd, ibcoll_comm_t c, std::vector<int32_t>& d) {
+         return ibcoll_allreduce(IBCOLL_IN_PLACE, d.data(), 64, IBCOLL_INT32,
+                                 odd ? IBCOLL_MAX : IBCOLL_SUM, c);
+       }},
+      {"root",
+       [](bool odd, ibcoll_comm_t c, std::vector<int32_t>& d) {
+         return ibcoll_bcast(d.data(), 64, IBCOLL_INT32, odd ? 1 : 0, c);
+       }},
+      {"collective",
+       [](bool odd, ibcoll_comm_t c, std::vector<int32_t>& d) {
+         return odd ? ibcoll_bcast(d.data(), 64, IBCOLL_INT32, 0, c)
+                    : ibcoll_allreduce(IBCOLL_IN_PLACE, d.data(), 64, IBCOLL_INT32, IBCOLL_SUM, c);
+       }},
+  };
+  for (int ranks : {2, 3, 4}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(c.field) + ", " + std::to_string(ranks) + " ranks");
+      expect_all_ok(run_ranks(ranks, [&c](int me, int n) {
+        CapiRank r;
+        std::vector<int32_t> data(200000, 1);
+        expect_error(c.call(me == n - 1, r.world(), data), IBCOLL_ERR_MISMATCH, c.field,
+                     "mismatched call");
+        std::vector<int32_t> ones(5, 1);
+        RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, ones.data(), 5, IBCOLL_INT32, IBCOLL_SUM,
+                                    r.world()) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        RANK_CHECK(ones == std::vector<int32_t>(5, n), "the call after a mismatch");
+        return 0;
+      }));
+    }
+  }
+}
+
+// One rank refuses its arguments; the others, waiting for it, end with a timeout error.
+TEST(Errors, RanksLeftWaitingTimeOut) {
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "2s";
+  expect_all_ok(run_ranks(
+      3,
+      [](int me, int) {
+        CapiRank r;
+        std::vector<double> data(16, 1.0);
+        const int root = me == 0 ? 7 : 0;
+        const ibcoll_status_t s = ibcoll_bcast(data.data(), 16, IBCOLL_FLOAT64, root, r.world());
+        if (me == 0) {
+          expect_error(s, IBCOLL_ERR_INVALID_ARGUMENT, "root", "root out of range");
+        } else {
+          expect_error(s, IBCOLL_ERR_TIMEOUT, "collective", "left waiting");
+        }
+        return 0;
+      },
+      options));
+}
+
+}  // namespace
+}  // namespace ibcoll::testing

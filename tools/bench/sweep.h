@@ -1,0 +1,34 @@
+// The measurement loop of ibcoll_bench (OSU style): per size, a warm-up, then rounds of
+// back-to-back calls between barriers; each rank keeps the median of its round means, and the
+// table shows the minimum, average and maximum of those over ranks.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tools/bench/subject.h"
+
+namespace ibcoll::bench {
+
+struct Settings {
+  std::vector<size_t> sizes;  // bytes per rank, multiples of 4 (float32)
+  int rounds = 5;
+  int iterations = 0;  // per round; 0: by size (1000 small .. 10 at 16 MiB)
+};
+
+struct Measurement {
+  Collective collective;
+  std::string library;
+  size_t bytes = 0;
+  int ranks = 0;
+  double avg_us = 0, min_us = 0, max_us = 0;
+  double algbw = 0, busbw = 0;  // GB/s, nccl-tests definitions
+  std::string algorithm;
+};
+
+// Measures every size; `on_point` sees each measurement as it completes (for progress).
+std::vector<Measurement> sweep(Subject& subject, Collective collective, const Settings& settings,
+                               const std::function<void(const Measurement&)>& on_point);
+
+}  // namespace ibcoll::bench

@@ -1,0 +1,225 @@
+// ibcoll_bench: OSU-style latency and bandwidth of allreduce and bcast over a size sweep, the
+// main benchmark of ibcoll. Alone it forks its own ranks on this machine (one per core, or
+// --np); under mpirun it uses the launcher's ranks, and with --compare-mpi it times the MPI
+// library's MPI_Allreduce / MPI_Bcast in the same run, size by size, and prints the ratio.
+// Rank 0 prints the tables and writes PREFIX.csv and PREFIX.svg.
+//
+//   ibcoll_bench [--np N] [--collectives allreduce,bcast] [--min-size 4] [--max-size 16M]
+//                [--rounds 5] [--iters N] [--compare-mpi] [--out PREFIX]
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ibcoll/ibcoll.h"
+#include "runtime/bootstrap/local_launch.h"
+#include "runtime/config.h"
+#include "tools/bench/report.h"
+#ifdef IBCOLL_BENCH_MPI
+#include <mpi.h>
+#endif
+
+namespace {
+
+using namespace ibcoll::bench;
+
+struct Options {
+  int ranks = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::vector<Collective> collectives{Collective::allreduce, Collective::bcast};
+  size_t min_size = 4, max_size = size_t{16} << 20;
+  Settings settings;
+  bool compare_mpi = false;
+  std::string out = "ibcoll_bench";
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "ibcoll_bench: %s\nusage: ibcoll_bench [--np N] [--collectives allreduce,bcast] "
+               "[--min-size BYTES] [--max-size BYTES] [--rounds N] [--iters N] [--compare-mpi] "
+               "[--out PREFIX]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--compare-mpi") {
+      o.compare_mpi = true;
+      continue;
+    }
+    if (i + 1 >= argc) usage(flag + " needs a value");
+    const std::string value = argv[++i];
+    try {
+      if (flag == "--np") {
+        o.ranks = static_cast<int>(ibcoll::runtime::parse_integer("--np", value, 1, 1024));
+      } else if (flag == "--collectives") {
+        o.collectives.clear();
+        for (size_t at = 0; at <= value.size();) {
+          const size_t end = std::min(value.find(',', at), value.size());
+          const std::string name = value.substr(at, end - at);
+          if (name == "allreduce")
+            o.collectives.push_back(Collective::allreduce);
+          else if (name == "bcast")
+            o.collectives.push_back(Collective::bcast);
+          else
+            usage("--collectives: '" + name + "' is not allreduce or bcast");
+          at = end + 1;
+        }
+      } else if (flag == "--min-size") {
+        o.min_size = ibcoll::runtime::parse_size("--min-size", value);
+      } else if (flag == "--max-size") {
+        o.max_size = ibcoll::runtime::parse_size("--max-size", value);
+      } else if (flag == "--rounds") {
+        o.settings.rounds =
+            static_cast<int>(ibcoll::runtime::parse_integer(flag.c_str(), value, 1, 1000));
+      } else if (flag == "--iters") {
+        o.settings.iterations =
+            static_cast<int>(ibcoll::runtime::parse_integer(flag.c_str(), value, 1, 1000000));
+      } else if (flag == "--out") {
+        o.out = value;
+      } else {
+        usage("unknown option " + flag);
+      }
+    } catch (const std::exception& e) {
+      usage(e.what());
+    }
+  }
+  if (o.min_size < 4 || o.min_size > o.max_size) usage("sizes: need 4 <= --min-size <= --max-size");
+  for (size_t s = o.min_size; s <= o.max_size; s *= 2)
+    o.settings.sizes.push_back(s / 4 * 4);
+  return o;
+}
+
+bool under_launcher() {
+  for (const char* name : {"IBCOLL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (std::getenv(name)) return true;
+  }
+  return false;
+}
+
+// What the header says about the run.
+std::string describe_run(Subject& ours, bool forked) {
+  std::string text = std::to_string(ours.size()) + " ranks (" +
+                     (forked ? "forked by ibcoll_bench" : "from the launcher") + ")";
+  return text;
+}
+
+// Sweeps every collective, ibcoll and (when given) MPI size by size in turn, so both see the
+// same machine conditions; rank 0 prints and writes the results.
+int run(const Options& o, Subject& ours, Subject* theirs, bool forked) {
+  const bool printer = ours.rank() == 0;
+  const bool tty = printer && isatty(STDERR_FILENO);
+  if (printer) {
+    std::printf("# ibcoll_bench: %s; peer transport: %s; IBCOLL_CHECK_CALLS=%s\n",
+                describe_run(ours, forked).c_str(),
+                ours.size() > 1 ? "see ibcoll_info / IBCOLL_TRANSPORT" : "none",
+                std::getenv("IBCOLL_CHECK_CALLS") ? std::getenv("IBCOLL_CHECK_CALLS") : "1");
+  }
+  std::vector<Measurement> all;
+  for (Collective collective : o.collectives) {
+    std::vector<Measurement> mine, mpi;
+    for (size_t bytes : o.settings.sizes) {
+      Settings one = o.settings;
+      one.sizes = {bytes};
+      auto show = [&](const Measurement& m) {
+        if (tty) {
+          std::fprintf(stderr, "\r%-9s %-6s %10s: %10.2f us   ", collective_name(collective),
+                       m.library.c_str(), format_bytes(m.bytes).c_str(), m.avg_us);
+        }
+      };
+      for (const Measurement& m : sweep(ours, collective, one, show))
+        mine.push_back(m);
+      if (theirs) {
+        for (const Measurement& m : sweep(*theirs, collective, one, show))
+          mpi.push_back(m);
+      }
+    }
+    if (tty) std::fprintf(stderr, "\r%60s\r", "");
+    if (printer) print_table(stdout, mine, mpi);
+    all.insert(all.end(), mine.begin(), mine.end());
+    all.insert(all.end(), mpi.begin(), mpi.end());
+  }
+  if (printer) {
+    write_csv(o.out + ".csv", all);
+    write_svg(o.out + ".svg", all);
+    std::printf("\n# wrote %s.csv and %s.svg\n", o.out.c_str(), o.out.c_str());
+  }
+  return 0;
+}
+
+#ifdef IBCOLL_BENCH_MPI
+// Under mpirun: the TCP store's address and the job secret travel by MPI_Bcast from rank 0.
+void bootstrap_through_mpi() {
+  if (std::getenv("IBCOLL_BOOTSTRAP")) return;
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!local || !size || std::strcmp(local, size) != 0) {
+    throw std::runtime_error("ranks on several nodes: set IBCOLL_BOOTSTRAP=host:port of rank 0");
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  char text[128] = {};
+  if (rank == 0) {
+    std::snprintf(text, sizeof(text), "127.0.0.1:%d %s", ibcoll::runtime::free_loopback_port(),
+                  ibcoll::runtime::random_secret().c_str());
+  }
+  MPI_Bcast(text, sizeof(text), MPI_CHAR, 0, MPI_COMM_WORLD);
+  const char* space = std::strchr(text, ' ');
+  if (!space) throw std::runtime_error("bootstrap: rank 0 sent no address");
+  setenv("IBCOLL_BOOTSTRAP", std::string(text, static_cast<size_t>(space - text)).c_str(), 1);
+  setenv("IBCOLL_JOB_SECRET", space + 1, 1);
+}
+#endif
+
+int run_under_launcher(const Options& o) {
+#ifdef IBCOLL_BENCH_MPI
+  MPI_Init(nullptr, nullptr);
+  int code = 1;
+  try {
+    bootstrap_through_mpi();
+    auto ours = make_ibcoll_subject();
+    auto theirs = o.compare_mpi ? make_mpi_subject() : nullptr;
+    code = run(o, *ours, theirs.get(), false);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ibcoll_bench: %s\n", e.what());
+  }
+  MPI_Finalize();
+  return code;
+#else
+  if (o.compare_mpi) usage("--compare-mpi: this build has no MPI");
+  return run(o, *make_ibcoll_subject(), nullptr, false);
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  if (under_launcher()) return run_under_launcher(o);
+  if (o.compare_mpi) usage("--compare-mpi needs mpirun (mpirun -np 2 ibcoll_bench --compare-mpi)");
+  ibcoll::runtime::LaunchOptions launch;
+  launch.deadline = std::chrono::seconds(3600);
+  const auto exits = ibcoll::runtime::launch_local_ranks(
+      o.ranks,
+      [&](int, int) {
+        try {
+          return run(o, *make_ibcoll_subject(), nullptr, true);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "ibcoll_bench: %s\n", e.what());
+          return 1;
+        }
+      },
+      launch);
+  for (const auto& e : exits) {
+    if (!e.ok()) {
+      std::fprintf(stderr, "ibcoll_bench: %s\n", ibcoll::runtime::describe(exits).c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
