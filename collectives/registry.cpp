@@ -2,8 +2,12 @@
 
 #include <string>
 
+#include "collectives/allreduce/rabenseifner.h"
 #include "collectives/allreduce/recursive_doubling.h"
+#include "collectives/allreduce/ring.h"
 #include "collectives/bcast/binomial.h"
+#include "collectives/bcast/chain.h"
+#include "collectives/bcast/scatter_allgather.h"
 
 namespace ibcoll::collectives {
 namespace {
@@ -12,8 +16,18 @@ const Algorithm kAlgorithms[] = {
     {Collective::allreduce, "recursive_doubling",
      "log2(p) whole-vector exchanges; non-powers of two fold in first (small messages)",
      make_recursive_doubling_allreduce},
+    {Collective::allreduce, "rabenseifner",
+     "reduce-scatter by recursive halving + allgather by doubling (medium/large)",
+     make_rabenseifner_allreduce},
+    {Collective::allreduce, "ring",
+     "reduce-scatter + allgather around a ring in pipelined segments (large)", make_ring_allreduce},
     {Collective::bcast, "binomial", "binomial tree from the root, whole vector per edge",
      make_binomial_bcast},
+    {Collective::bcast, "scatter_allgather",
+     "root scatters 1/p to each, pieces then circle a ring (large, many ranks)",
+     make_scatter_allgather_bcast},
+    {Collective::bcast, "chain", "pipelined chain from the root in segments (very large)",
+     make_chain_bcast},
 };
 
 }  // namespace

@@ -4,20 +4,27 @@
 
 namespace ibcoll::collectives {
 
-void CollectiveTask::send_to(int member, uint32_t step, const void* data, size_t bytes) {
+size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size_t bytes) {
+  const size_t index = messages_->completed.size();
+  messages_->completed.push_back(0);
   ++messages_->pending;
   group_.channel.send(group_.peers[static_cast<size_t>(member)], base_tag_ + step, data, bytes,
-                      [m = messages_](const Status& s, size_t) {
+                      [m = messages_, index](const Status& s, size_t) {
                         --m->pending;
+                        m->completed[index] = 1;
                         if (!s.ok() && m->status.ok()) m->status = s;
                       });
+  return index;
 }
 
-void CollectiveTask::recv_from(int member, uint32_t step, void* data, size_t bytes) {
+size_t CollectiveTask::recv_from(int member, uint32_t step, void* data, size_t bytes) {
+  const size_t index = messages_->completed.size();
+  messages_->completed.push_back(0);
   ++messages_->pending;
   group_.channel.recv(group_.peers[static_cast<size_t>(member)], base_tag_ + step, data, bytes,
-                      [m = messages_, bytes](const Status& s, size_t got) {
+                      [m = messages_, bytes, index](const Status& s, size_t got) {
                         --m->pending;
+                        m->completed[index] = 1;
                         if (!m->status.ok()) return;
                         if (!s.ok()) {
                           m->status = s;
@@ -28,6 +35,7 @@ void CollectiveTask::recv_from(int member, uint32_t step, void* data, size_t byt
                                                  " were expected (different counts or types?)");
                         }
                       });
+  return index;
 }
 
 Status run_to_completion(CollectiveTask& task, transport::ProgressEngine& engine,

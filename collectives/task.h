@@ -48,10 +48,13 @@ class CollectiveTask {
   const Status& status() const { return messages_->status; }
 
  protected:
-  // Posts a send/receive of step `step`; its completion is counted in messages_.
-  void send_to(int member, uint32_t step, const void* data, size_t bytes);
-  void recv_from(int member, uint32_t step, void* data, size_t bytes);
+  // Posts a send/receive of step `step` (0..kAlgorithmSteps-1); its completion is counted in
+  // messages_. Messages between two members with one step match in the order posted, so a
+  // pipelined algorithm may send many under one step. The index lets it ask for each one.
+  size_t send_to(int member, uint32_t step, const void* data, size_t bytes);
+  size_t recv_from(int member, uint32_t step, void* data, size_t bytes);
   bool step_done() const { return messages_->pending == 0; }
+  bool completed(size_t message) const { return messages_->completed[message] != 0; }
   bool failed() const { return !messages_->status.ok(); }
 
   Group group_;
@@ -63,7 +66,8 @@ class CollectiveTask {
   // destroyed while the channel still holds its callbacks.
   struct Messages {
     int pending = 0;
-    Status status;  // the first failure
+    Status status;                // the first failure
+    std::vector<char> completed;  // per message posted, in posting order
   };
   std::shared_ptr<Messages> messages_ = std::make_shared<Messages>();
 };

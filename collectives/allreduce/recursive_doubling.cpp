@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/reduce_kernels.h"
+#include "collectives/allreduce/folding.h"
 
 namespace ibcoll::collectives {
 namespace {
@@ -17,22 +17,15 @@ class RecursiveDoubling final : public CollectiveTask {
     result_ = static_cast<std::byte*>(args_.recv);
     if (args_.send != args_.recv && bytes_ > 0) std::memcpy(result_, args_.send, bytes_);
     incoming_.resize(bytes_);
-    const int n = group_.size(), me = group_.rank;
-    pof2_ = 1;
-    while (pof2_ * 2 <= n)
-      pof2_ *= 2;
-    extra_ = n - pof2_;
-    if (me < 2 * extra_) {
-      if (me % 2 == 0) {  // hand the data to the odd neighbour, wait for the result
-        send_to(me + 1, 0, result_, bytes_);
-        phase_ = Phase::folded_out;
-      } else {
-        recv_from(me - 1, 0, incoming_.data(), bytes_);
-        phase_ = Phase::folding_in;
-      }
-      virtual_rank_ = me / 2;
+    const int me = group_.rank;
+    virtual_rank_ = folding_.virtual_rank(me);
+    if (folding_.sits_out(me)) {  // hand the data to the odd neighbour, wait for the result
+      send_to(me + 1, 0, result_, bytes_);
+      phase_ = Phase::folded_out;
+    } else if (folding_.paired(me)) {
+      recv_from(me - 1, 0, incoming_.data(), bytes_);
+      phase_ = Phase::folding_in;
     } else {
-      virtual_rank_ = me - extra_;
       begin_doubling();
     }
   }
@@ -43,7 +36,7 @@ class RecursiveDoubling final : public CollectiveTask {
       if (failed()) return State::failed;
       switch (phase_) {
         case Phase::folding_in:
-          combine(group_.rank - 1);  // the even neighbour is the lower member
+          combine_with(group_.rank - 1);
           begin_doubling();
           break;
         case Phase::folded_out:
@@ -51,11 +44,11 @@ class RecursiveDoubling final : public CollectiveTask {
           phase_ = Phase::unfolding;
           break;
         case Phase::doubling:
-          combine(member_of(virtual_rank_ ^ mask_));
+          combine_with(folding_.member_of(virtual_rank_ ^ mask_));
           mask_ <<= 1;
-          if (mask_ < pof2_) {
+          if (mask_ < folding_.pof2) {
             exchange();
-          } else if (group_.rank < 2 * extra_) {  // odd: give the even neighbour its result
+          } else if (folding_.paired(group_.rank)) {  // give the even neighbour its result
             send_to(group_.rank - 1, kFinalStep, result_, bytes_);
             phase_ = Phase::unfolding;
           } else {
@@ -72,12 +65,9 @@ class RecursiveDoubling final : public CollectiveTask {
   enum class Phase { folding_in, folded_out, doubling, unfolding };
   static constexpr uint32_t kFinalStep = 63;
 
-  int member_of(int virtual_rank) const {
-    return virtual_rank < extra_ ? virtual_rank * 2 + 1 : virtual_rank + extra_;
-  }
   void begin_doubling() {
     mask_ = 1;
-    if (pof2_ == 1) {  // alone: the result is our own data
+    if (folding_.pof2 == 1) {  // alone: the result is our own data
       phase_ = Phase::unfolding;
       return;
     }
@@ -85,26 +75,20 @@ class RecursiveDoubling final : public CollectiveTask {
     exchange();
   }
   void exchange() {
-    const int partner = member_of(virtual_rank_ ^ mask_);
+    const int partner = folding_.member_of(virtual_rank_ ^ mask_);
     const auto step = static_cast<uint32_t>(1 + __builtin_ctz(static_cast<unsigned>(mask_)));
     send_to(partner, step, result_, bytes_);
     recv_from(partner, step, incoming_.data(), bytes_);
   }
-  // result = lower member's data (op) higher member's data: the same bits on both sides.
-  void combine(int other) {
-    if (bytes_ == 0) return;
-    if (other < group_.rank) {
-      reduce(incoming_.data(), result_, args_.count, args_.type, args_.op);
-      std::memcpy(result_, incoming_.data(), bytes_);
-    } else {
-      reduce(result_, incoming_.data(), args_.count, args_.type, args_.op);
-    }
+  void combine_with(int other) {
+    combine(result_, incoming_.data(), args_.count, args_.type, args_.op, other < group_.rank);
   }
 
+  Folding folding_{group_.size()};
   size_t bytes_ = 0;
   std::byte* result_ = nullptr;
   std::vector<std::byte> incoming_;
-  int pof2_ = 1, extra_ = 0, virtual_rank_ = 0, mask_ = 1;
+  int virtual_rank_ = 0, mask_ = 1;
   Phase phase_ = Phase::doubling;
 };
 
