@@ -4,6 +4,7 @@
 
 #include "collectives/allreduce/recursive_doubling.h"
 #include "collectives/registry.h"
+#include "collectives/slot_exchange.h"
 #include "collectives/tags.h"
 
 namespace ibcoll::collectives {
@@ -26,40 +27,90 @@ std::string field_value(size_t field, uint64_t value) {
   }
 }
 
+// Field i travels as value (index 2i) and ~value (2i+1): a min-allreduce over both gives every
+// rank the minimum and the maximum.
+class MessageCheck final : public CallCheck {
+ public:
+  MessageCheck(const Group& group, const CallSignature& mine, uint64_t base_tag) {
+    const auto fields = mine.fields();
+    for (size_t i = 0; i < fields.size(); ++i) {
+      mine_[2 * i] = fields[i];
+      mine_[2 * i + 1] = ~fields[i];
+    }
+    const CollectiveArgs args{mine_.data(),     agreed_.data(), mine_.size(),
+                              DataType::uint64, ReduceOp::min,  0};
+    reduction_ = make_recursive_doubling_allreduce(group, args, base_tag + kAlgorithmSteps);
+  }
+  void start() override { reduction_->start(); }
+  CollectiveTask::State advance() override { return reduction_->advance(); }
+  Status verdict() const override {
+    if (!reduction_->status().ok()) return reduction_->status();
+    std::array<uint64_t, CallSignature::kFields> low{}, high{};
+    for (size_t i = 0; i < low.size(); ++i) {
+      low[i] = agreed_[2 * i];
+      high[i] = ~agreed_[2 * i + 1];
+    }
+    return compare_calls(low, high);
+  }
+
+ private:
+  std::array<uint64_t, 2 * CallSignature::kFields> mine_{}, agreed_{};
+  std::unique_ptr<CollectiveTask> reduction_;
+};
+
+class SlotCheck final : public CallCheck {
+ public:
+  SlotCheck(const Group& group, const CallSignature& mine) : exchange_(group, mine) {}
+  void start() override {}
+  CollectiveTask::State advance() override {
+    if (!exchange_.advance(nullptr, 0)) return CollectiveTask::State::running;
+    verdict_ = exchange_.verdict();
+    exchange_.release();  // nothing to read but the signatures
+    return verdict_.ok() ? CollectiveTask::State::done : CollectiveTask::State::failed;
+  }
+  Status verdict() const override { return verdict_; }
+
+ private:
+  SlotExchange exchange_;
+  Status verdict_;
+};
+
 }  // namespace
 
-CallCheck::CallCheck(const Group& group, const CallSignature& mine, uint64_t base_tag) {
-  const uint64_t fields[kFields] = {
-      static_cast<uint64_t>(mine.collective), mine.count, static_cast<uint64_t>(mine.type),
-      static_cast<uint64_t>(mine.op),         mine.root,  mine.group};
-  for (size_t i = 0; i < kFields; ++i) {
-    mine_[2 * i] = fields[i];
-    mine_[2 * i + 1] = ~fields[i];
-  }
-  const CollectiveArgs args{mine_.data(),     agreed_.data(), mine_.size(),
-                            DataType::uint64, ReduceOp::min,  0};
-  reduction_ = make_recursive_doubling_allreduce(group, args, base_tag + kAlgorithmSteps);
+std::array<uint64_t, CallSignature::kFields> CallSignature::fields() const {
+  return {static_cast<uint64_t>(collective), count, static_cast<uint64_t>(type),
+          static_cast<uint64_t>(op),         root,  group};
 }
 
-void CallCheck::start() {
-  reduction_->start();
+CallSignature signature_of(Collective collective, const CollectiveArgs& args) {
+  const bool reduces = collective == Collective::allreduce;
+  return {collective,
+          args.count,
+          args.type,
+          reduces ? args.op : ReduceOp::sum,
+          reduces ? 0 : static_cast<uint64_t>(args.root),
+          args.agreed};
 }
 
-CollectiveTask::State CallCheck::advance() {
-  return reduction_->advance();
-}
-
-Status CallCheck::verdict() const {
-  if (!reduction_->status().ok()) return reduction_->status();
+Status compare_calls(const std::array<uint64_t, CallSignature::kFields>& low,
+                     const std::array<uint64_t, CallSignature::kFields>& high) {
   std::string differences;
-  for (size_t i = 0; i < kFields; ++i) {
-    const uint64_t low = agreed_[2 * i], high = ~agreed_[2 * i + 1];
-    if (low == high) continue;
+  for (size_t i = 0; i < low.size(); ++i) {
+    if (low[i] == high[i]) continue;
     differences += std::string(differences.empty() ? "" : ", ") + kFieldNames[i] + " (" +
-                   field_value(i, low) + " vs " + field_value(i, high) + ")";
+                   field_value(i, low[i]) + " vs " + field_value(i, high[i]) + ")";
   }
   if (differences.empty()) return {};
   return Status(Code::mismatch, "ranks made different calls: they differ in " + differences);
+}
+
+std::unique_ptr<CallCheck> make_message_check(const Group& group, const CallSignature& mine,
+                                              uint64_t base_tag) {
+  return std::make_unique<MessageCheck>(group, mine, base_tag);
+}
+
+std::unique_ptr<CallCheck> make_slot_check(const Group& group, const CallSignature& mine) {
+  return std::make_unique<SlotCheck>(group, mine);
 }
 
 }  // namespace ibcoll::collectives

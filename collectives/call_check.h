@@ -1,8 +1,10 @@
 // CallCheck: makes ranks that disagree about a collective call (which collective, count, type,
 // op, root) fail together with a message saying what differs, instead of hanging or mixing
-// unrelated data. Each rank contributes its call's fields; a small allreduce ahead of the
-// algorithm gives every rank each field's minimum and maximum, so all ranks reach the same
-// verdict. Its shape depends only on the group size, so it completes however the calls differ.
+// unrelated data. It runs ahead of the algorithm and its shape depends only on the group, so
+// it completes however the calls differ. Two ways, one verdict:
+//  - by messages: a small allreduce gives every rank each field's minimum and maximum;
+//  - by slots (every member on this node): each rank publishes its signature in its shared
+//    slot and reads everyone else's (slot_exchange.h), with no message at all.
 #pragma once
 
 #include <array>
@@ -21,23 +23,32 @@ struct CallSignature {
   ReduceOp op = ReduceOp::sum;  // allreduce only (else 0)
   uint64_t root = 0;            // bcast only (else 0)
   uint64_t group = 0;           // communicator creation: a digest of the member list
+
+  static constexpr size_t kFields = 6;
+  std::array<uint64_t, kFields> fields() const;
 };
+
+// The fields of a call that every rank must pass alike.
+CallSignature signature_of(Collective collective, const CollectiveArgs& args);
+
+// ok when low == high field by field, else mismatch naming the fields and their ranges.
+Status compare_calls(const std::array<uint64_t, CallSignature::kFields>& low,
+                     const std::array<uint64_t, CallSignature::kFields>& high);
 
 class CallCheck {
  public:
-  // `base_tag` is the call's tag; the check uses the steps above the algorithm's.
-  CallCheck(const Group& group, const CallSignature& mine, uint64_t base_tag);
-  void start();
-  CollectiveTask::State advance();
-  // ok when every rank made the same call; mismatch naming the fields that differ; or the
-  // transport's failure.
-  Status verdict() const;
-
- private:
-  static constexpr size_t kFields = 6;
-  // Field i travels as value (index 2i) and ~value (2i+1): min over both gives min and max.
-  std::array<uint64_t, 2 * kFields> mine_{}, agreed_{};
-  std::unique_ptr<CollectiveTask> reduction_;
+  virtual ~CallCheck() = default;
+  virtual void start() = 0;
+  virtual CollectiveTask::State advance() = 0;
+  // Once advance() has ended: ok when every rank made the same call; mismatch naming the
+  // fields that differ; or the transport's failure.
+  virtual Status verdict() const = 0;
 };
+
+// `base_tag` is the call's tag; the check uses the steps above the algorithm's.
+std::unique_ptr<CallCheck> make_message_check(const Group& group, const CallSignature& mine,
+                                              uint64_t base_tag);
+// Needs group.slots (and takes the call's slot sequence number).
+std::unique_ptr<CallCheck> make_slot_check(const Group& group, const CallSignature& mine);
 
 }  // namespace ibcoll::collectives

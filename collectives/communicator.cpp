@@ -9,12 +9,13 @@
 namespace ibcoll::collectives {
 
 Communicator::Communicator(transport::Channel& channel, std::vector<int> members, int rank,
-                           uint16_t id, Policy policy)
+                           uint16_t id, Policy policy, std::optional<SlotGroup> slots)
     : channel_(channel),
       members_(std::move(members)),
       rank_(rank),
       id_(id),
-      policy_(std::move(policy)) {
+      policy_(std::move(policy)),
+      slots_(std::move(slots)) {
   // Fail now, not at the first call, on an unknown forced algorithm.
   choose(Collective::allreduce, 0, DataType::uint8);
   choose(Collective::bcast, 0, DataType::uint8);
@@ -23,7 +24,7 @@ Communicator::Communicator(transport::Channel& channel, std::vector<int> members
 const Algorithm& Communicator::choose(Collective collective, size_t count, DataType type) const {
   const std::string& forced =
       collective == Collective::allreduce ? policy_.allreduce_algorithm : policy_.bcast_algorithm;
-  return select_algorithm(collective, count * type_size(type), size(), forced);
+  return select_algorithm(collective, count * type_size(type), size(), slots_.has_value(), forced);
 }
 
 void Communicator::check_arguments(Collective collective, const CollectiveArgs& a) const {
@@ -54,22 +55,23 @@ void Communicator::check_arguments(Collective collective, const CollectiveArgs& 
 std::unique_ptr<Operation> Communicator::start(Collective collective, const CollectiveArgs& args,
                                                uint64_t extra) {
   check_arguments(collective, args);
-  const Algorithm& algorithm = choose(collective, args.count, args.type);
+  CollectiveArgs call = args;
+  call.agreed = extra;
+  const Algorithm& algorithm = choose(collective, call.count, call.type);
   const uint64_t tag = call_tag(id_, next_sequence_++);
-  const Group group{channel_, rank_, members_};
-  std::unique_ptr<CallCheck> check;
-  if (policy_.check_calls && size() > 1) {
-    const bool reduces = collective == Collective::allreduce;
-    const CallSignature signature{collective,
-                                  args.count,
-                                  args.type,
-                                  reduces ? args.op : ReduceOp::sum,
-                                  reduces ? 0 : static_cast<uint64_t>(args.root),
-                                  extra};
-    check = std::make_unique<CallCheck>(group, signature, tag);
+  Group group{channel_, rank_, members_, slots_ ? &*slots_ : nullptr, 0};
+  const bool check = policy_.check_calls && size() > 1 && !algorithm.uses_slots;
+  // Every call that touches the slots takes a turn there; with checks on, that is every call,
+  // whatever algorithm each rank picked.
+  if (slots_ && (check || algorithm.uses_slots)) group.slot_sequence = slots_->next_sequence++;
+  std::unique_ptr<CallCheck> checker;
+  if (check) {
+    const CallSignature signature = signature_of(collective, call);
+    checker =
+        slots_ ? make_slot_check(group, signature) : make_message_check(group, signature, tag);
   }
-  auto operation = std::make_unique<Operation>(algorithm, algorithm.make(group, args, tag),
-                                               std::move(check), channel_, tag);
+  auto operation = std::make_unique<Operation>(algorithm, algorithm.make(group, call, tag),
+                                               std::move(checker), channel_, tag);
   operation->start();
   return operation;
 }

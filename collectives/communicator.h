@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,14 +22,16 @@ struct Policy {
 class Communicator {
  public:
   // `members` are the channel ranks of the group in order; this process is members[rank].
+  // `slots`: the node's slot region, when every member is on this node.
   Communicator(transport::Channel& channel, std::vector<int> members, int rank, uint16_t id,
-               Policy policy);
+               Policy policy, std::optional<SlotGroup> slots = std::nullopt);
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
   uint16_t id() const { return id_; }
   const std::vector<int>& members() const { return members_; }
   const Policy& policy() const { return policy_; }
+  bool has_slots() const { return slots_.has_value(); }
 
   // Checks the arguments, then starts the call. `extra` goes into the call check (a digest
   // that callers such as communicator creation want all ranks to agree on).
@@ -45,6 +48,7 @@ class Communicator {
   int rank_;
   uint16_t id_;
   Policy policy_;
+  std::optional<SlotGroup> slots_;
   uint64_t next_sequence_ = 1;
 };
 

@@ -5,14 +5,19 @@
 #include "collectives/allreduce/rabenseifner.h"
 #include "collectives/allreduce/recursive_doubling.h"
 #include "collectives/allreduce/ring.h"
+#include "collectives/allreduce/slots.h"
 #include "collectives/bcast/binomial.h"
 #include "collectives/bcast/chain.h"
 #include "collectives/bcast/scatter_allgather.h"
+#include "collectives/bcast/slots.h"
 
 namespace ibcoll::collectives {
 namespace {
 
 const Algorithm kAlgorithms[] = {
+    {Collective::allreduce, "slots",
+     "node-local: each rank publishes to its shared slot, all fold the slots in rank order",
+     make_slots_allreduce, true},
     {Collective::allreduce, "recursive_doubling",
      "log2(p) whole-vector exchanges; non-powers of two fold in first (small messages)",
      make_recursive_doubling_allreduce},
@@ -21,6 +26,8 @@ const Algorithm kAlgorithms[] = {
      make_rabenseifner_allreduce},
     {Collective::allreduce, "ring",
      "reduce-scatter + allgather around a ring in pipelined segments (large)", make_ring_allreduce},
+    {Collective::bcast, "slots", "node-local: the root publishes to its shared slot, all copy it",
+     make_slots_bcast, true},
     {Collective::bcast, "binomial", "binomial tree from the root, whole vector per edge",
      make_binomial_bcast},
     {Collective::bcast, "scatter_allgather",

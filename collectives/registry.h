@@ -18,6 +18,9 @@ struct Algorithm {
   const char* name;
   const char* description;
   std::unique_ptr<CollectiveTask> (*make)(Group group, CollectiveArgs args, uint64_t base_tag);
+  // Runs in the node's slot region: needs Group::slots, fits SlotRegion::kDataBytes, and
+  // checks the call itself.
+  bool uses_slots = false;
 };
 
 std::span<const Algorithm> algorithms();

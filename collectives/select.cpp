@@ -1,11 +1,15 @@
 #include "collectives/select.h"
 
 #include <limits>
+#include <vector>
+
+#include "transport/shm/slot_region.h"
 
 namespace ibcoll::collectives {
 namespace {
 
-// The first row of a collective whose limits hold wins; the last row of each has no limits.
+// The first row of a collective whose limits hold (and whose algorithm can run) wins; the
+// last row of each has no limits.
 struct Rule {
   Collective collective;
   size_t max_bytes;  // per rank
@@ -14,21 +18,49 @@ struct Rule {
 };
 
 constexpr size_t kAny = std::numeric_limits<size_t>::max();
+constexpr size_t kSlotBytes = transport::shm::SlotRegion::kDataBytes;
 
 const Rule kRules[] = {
-    {Collective::allreduce, kAny, 1, "recursive_doubling"},
+    {Collective::allreduce, kSlotBytes, 1, "slots"},
+    {Collective::allreduce, 16 << 10, 1, "recursive_doubling"},
+    {Collective::allreduce, 2 << 20, 1, "rabenseifner"},
+    {Collective::allreduce, kAny, 3, "ring"},
+    {Collective::allreduce, kAny, 1, "rabenseifner"},
+    {Collective::bcast, kSlotBytes, 1, "slots"},
+    {Collective::bcast, 512 << 10, 1, "binomial"},
+    {Collective::bcast, kAny, 3, "scatter_allgather"},
     {Collective::bcast, kAny, 1, "binomial"},
 };
 
+// The rule's algorithm, looked up by name once (selection runs on every call).
+const Algorithm& resolved(const Rule& rule) {
+  static const auto table = [] {
+    std::vector<const Algorithm*> out;
+    for (const Rule& r : kRules)
+      out.push_back(&find_algorithm(r.collective, r.algorithm));
+    return out;
+  }();
+  return *table[static_cast<size_t>(&rule - kRules)];
+}
+
+bool can_run(const Algorithm& a, size_t bytes, bool slots) {
+  return !a.uses_slots || (slots && bytes <= kSlotBytes);
+}
+
 }  // namespace
 
-const Algorithm& select_algorithm(Collective collective, size_t bytes, int ranks,
+const Algorithm& select_algorithm(Collective collective, size_t bytes, int ranks, bool slots,
                                   std::string_view forced) {
-  if (!forced.empty() && forced != "auto") return find_algorithm(collective, forced);
+  if (!forced.empty() && forced != "auto") {
+    const Algorithm& chosen = find_algorithm(collective, forced);
+    if (can_run(chosen, bytes, slots)) return chosen;  // else: the table's choice
+  }
   for (const Rule& rule : kRules) {
-    if (rule.collective == collective && bytes <= rule.max_bytes && ranks >= rule.min_ranks) {
-      return find_algorithm(collective, rule.algorithm);
+    if (rule.collective != collective || bytes > rule.max_bytes || ranks < rule.min_ranks) {
+      continue;
     }
+    const Algorithm& a = resolved(rule);
+    if (can_run(a, bytes, slots)) return a;
   }
   throw Error(Code::internal,
               std::string("no default algorithm for ") + collective_name(collective));

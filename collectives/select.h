@@ -8,9 +8,10 @@
 
 namespace ibcoll::collectives {
 
-// The algorithm for `bytes` per rank on `ranks` ranks: `forced` when it is not empty or
-// "auto" (Error(invalid_argument) naming the choices for an unknown name), else the table's.
-const Algorithm& select_algorithm(Collective collective, size_t bytes, int ranks,
+// The algorithm for `bytes` per rank on `ranks` ranks, `slots` saying whether the group has
+// the node's slot region: `forced` when it is not empty or "auto" and can run here (an unknown
+// name is Error(invalid_argument) naming the choices), else the table's.
+const Algorithm& select_algorithm(Collective collective, size_t bytes, int ranks, bool slots,
                                   std::string_view forced);
 
 }  // namespace ibcoll::collectives

@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
 #include "collectives/datatype.h"
+#include "collectives/slot_group.h"
 #include "transport/channel.h"
 #include "transport/progress.h"
 
@@ -20,8 +22,10 @@ namespace ibcoll::collectives {
 // The ranks taking part, as channel peers: member i of the group is channel peer peers[i].
 struct Group {
   transport::Channel& channel;
-  int rank;                // this process's index in `peers`
-  std::vector<int> peers;  // channel peer of every member
+  int rank;                    // this process's index in `peers`
+  std::span<const int> peers;  // channel peer of every member (the communicator's list)
+  SlotGroup* slots = nullptr;  // when every member shares this node's slot region
+  uint64_t slot_sequence = 0;  // this call's turn in the slots
   int size() const { return static_cast<int>(peers.size()); }
 };
 
@@ -32,6 +36,7 @@ struct CollectiveArgs {
   DataType type = DataType::uint8;
   ReduceOp op = ReduceOp::sum;  // allreduce
   int root = 0;                 // bcast: its data is in `recv`
+  uint64_t agreed = 0;          // a digest every rank must pass alike (communicator creation)
 };
 
 class CollectiveTask {
@@ -55,6 +60,10 @@ class CollectiveTask {
   size_t recv_from(int member, uint32_t step, void* data, size_t bytes);
   bool step_done() const { return messages_->pending == 0; }
   bool completed(size_t message) const { return messages_->completed[message] != 0; }
+  // Fails the task with `status` (for failures that are not a message's).
+  void fail(Status status) {
+    if (messages_->status.ok()) messages_->status = std::move(status);
+  }
   bool failed() const { return !messages_->status.ok(); }
 
   Group group_;

@@ -51,8 +51,9 @@ Context::Context() {
   open_transports();
   std::vector<int> everyone(static_cast<size_t>(job_.size()));
   std::iota(everyone.begin(), everyone.end(), 0);
+  auto slots = slot_group(everyone, 1);
   world_ = std::make_unique<Communicator>(*channel_, std::move(everyone), job_.rank(), 1,
-                                          job_.config().policy);
+                                          job_.config().policy, std::move(slots));
 }
 
 Context::~Context() {
@@ -70,7 +71,7 @@ void Context::open_transports() {
   const Config& config = job_.config();
   const std::string node = this_node(config);
   nodes_ = job_.store().allgather("node", node);
-  std::vector<int> node_ranks;
+  std::vector<int>& node_ranks = node_ranks_;
   for (int r = 0; r < job_.size(); ++r) {
     if (nodes_[static_cast<size_t>(r)] == node) node_ranks.push_back(r);
   }
@@ -116,6 +117,12 @@ void Context::open_transports() {
   channel_ = std::make_unique<transport::RoutedChannel>(job_.rank(), std::move(routes),
                                                         std::move(channels));
   job_.engine().add(channel_.get());
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores > 0 && static_cast<long>(node_ranks.size()) > cores) {
+    job_.engine().set_spin_polls(transport::ProgressEngine::kOversubscribedSpinPolls);
+    IBCOLL_LOG(info, node_ranks.size() << " ranks on " << cores
+                                       << " cores: waits yield the core after a short spin");
+  }
   const size_t by_shm = shm_ ? node_ranks.size() - 1 : 0;
   IBCOLL_LOG(info, "node " << node << ": shm to " << by_shm << " ranks, verbs to "
                            << (job_.size() - 1 - static_cast<int>(by_shm)) << " (IBCOLL_TRANSPORT="
@@ -131,6 +138,12 @@ const char* Context::transport_to(int rank) const {
 std::unique_ptr<Request> Context::start(Communicator& communicator, Collective collective,
                                         const collectives::CollectiveArgs& args, uint64_t extra) {
   return std::make_unique<Request>(*this, communicator.start(collective, args, extra));
+}
+
+Status Context::run(Communicator& communicator, Collective collective,
+                    const collectives::CollectiveArgs& args) {
+  Request request(*this, communicator.start(collective, args));
+  return wait(request);
 }
 
 void Context::advance_all() {
@@ -216,8 +229,23 @@ std::unique_ptr<Communicator> Context::create_group(Communicator& parent, int co
     if (r == me) rank = static_cast<int>(members.size());
     members.push_back(parent.members()[r]);
   }
+  auto slots = slot_group(members, static_cast<uint16_t>(id));
   return std::make_unique<Communicator>(*channel_, std::move(members), rank,
-                                        static_cast<uint16_t>(id), job_.config().policy);
+                                        static_cast<uint16_t>(id), job_.config().policy,
+                                        std::move(slots));
+}
+
+std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>& members,
+                                                          uint16_t id) const {
+  // Each region starts zeroed and is used by one set of communicators for the whole job.
+  if (!shm_ || id >= transport::shm::SlotRegion::kRegions) return std::nullopt;
+  collectives::SlotGroup group{&shm_->slots(), id, {}, 1, 0, std::vector<uint64_t>(members.size())};
+  for (int member : members) {
+    if (member != job_.rank() && channel_->channel_of(member) != shm_.get()) return std::nullopt;
+    const auto local = std::find(node_ranks_.begin(), node_ranks_.end(), member);
+    group.local_ranks.push_back(static_cast<int>(local - node_ranks_.begin()));
+  }
+  return group;
 }
 
 }  // namespace ibcoll::runtime

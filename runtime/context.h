@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,6 +63,9 @@ class Context {
   std::unique_ptr<Request> start(collectives::Communicator& communicator,
                                  collectives::Collective collective,
                                  const collectives::CollectiveArgs& args, uint64_t extra = 0);
+  // start() + wait(): a blocking call.
+  Status run(collectives::Communicator& communicator, collectives::Collective collective,
+             const collectives::CollectiveArgs& args);
   // Polls the transports once and advances every call in flight; the number of events.
   int progress();
   // Drives progress until `request` ends; after IBCOLL_TIMEOUT it ends it with a timeout.
@@ -73,9 +77,14 @@ class Context {
   void open_transports();
   std::unique_ptr<collectives::Communicator> create_group(collectives::Communicator& parent,
                                                           int color, int key, uint64_t extra);
+  // The slot region share of a communicator of these job ranks with this id, when it can
+  // have one (all of them reached through this node's shared memory, a region left).
+  std::optional<collectives::SlotGroup> slot_group(const std::vector<int>& members,
+                                                   uint16_t id) const;
 
   Job job_;
   std::vector<std::string> nodes_;  // every rank's node name
+  std::vector<int> node_ranks_;     // the job ranks on this node, ascending
   std::unique_ptr<transport::shm::ShmChannel> shm_;
 #ifdef IBCOLL_HAVE_VERBS
   std::unique_ptr<transport::verbs::VerbsChannel> verbs_;

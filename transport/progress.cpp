@@ -12,7 +12,6 @@ namespace ibcoll::transport {
 namespace {
 // Idle polls before a waiter stops spinning: long enough to catch a reply that is a few
 // microseconds away, short enough to give the core back quickly when ranks outnumber cores.
-constexpr int kSpinPolls = 2000;
 constexpr int kMaxSleepMs = 10;
 constexpr int kPollsPerClockRead = 64;  // an idle poll is cheaper than reading the clock
 }  // namespace
@@ -69,7 +68,7 @@ void ProgressEngine::wait(const std::function<bool()>& done, std::chrono::millis
                                        std::to_string(budget.count()) + " ms (IBCOLL_TIMEOUT)");
       }
     }
-    if (policy_ == WaitPolicy::spin || idle < kSpinPolls) continue;
+    if (policy_ == WaitPolicy::spin || idle < spin_polls_) continue;
     if (policy_ == WaitPolicy::event) {
       sleep_on_events(*deadline);
     } else {

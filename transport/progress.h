@@ -43,11 +43,17 @@ class ProgressEngine {
   void wait(const std::function<bool()>& done, std::chrono::milliseconds budget, const char* what);
 
   WaitPolicy policy() const { return policy_; }
+  // Idle polls before an adaptive or event wait yields or sleeps. Short when ranks outnumber
+  // cores: a waiting rank must hand its core to the rank it waits for.
+  void set_spin_polls(int polls) { spin_polls_ = polls; }
+  static constexpr int kDefaultSpinPolls = 2000;  // ≈100 µs of polling
+  static constexpr int kOversubscribedSpinPolls = 16;
 
  private:
   void sleep_on_events(const Deadline& deadline);
 
   WaitPolicy policy_;
+  int spin_polls_ = kDefaultSpinPolls;
   std::vector<Poller*> pollers_;
 };
 

@@ -150,8 +150,7 @@ Status start(ibcoll_comm_t comm, Collective collective, const CollectiveArgs& ar
 
 // Runs a call to its end.
 Status run(ibcoll_comm_t comm, Collective collective, const CollectiveArgs& args) {
-  auto running = comm->owner->context->start(*comm->communicator, collective, args);
-  return comm->owner->context->wait(*running);
+  return comm->owner->context->run(*comm->communicator, collective, args);
 }
 
 }  // namespace

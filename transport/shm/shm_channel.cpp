@@ -27,10 +27,15 @@ bool process_alive(pid_t pid) {
   return state == std::string::npos || line[state + 2] != 'Z';
 }
 
+// Where the rings end (and the slot region starts, cache-line aligned).
+size_t rings_end(int size) {
+  return kControlBytes + static_cast<size_t>(size) * static_cast<size_t>(size) * Ring::kBytes;
+}
+
 }  // namespace
 
 size_t ShmChannel::segment_bytes(int size) {
-  return kControlBytes + static_cast<size_t>(size) * static_cast<size_t>(size) * Ring::kBytes;
+  return rings_end(size) + SlotRegion::bytes(size);
 }
 
 ShmChannel::ShmChannel(int rank, int size, SharedSegment segment,
@@ -38,7 +43,8 @@ ShmChannel::ShmChannel(int rank, int size, SharedSegment segment,
     : rank_(rank),
       size_(size),
       segment_(std::move(segment)),
-      liveness_interval_(liveness_interval) {
+      liveness_interval_(liveness_interval),
+      slots_(segment_.data() + rings_end(size), size) {
   if (size < 1 || static_cast<size_t>(size) * sizeof(pid_t) > kControlBytes) {
     throw Error(Code::invalid_argument,
                 "size: " + std::to_string(size) + " local ranks do not fit a shared segment");

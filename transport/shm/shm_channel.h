@@ -19,6 +19,7 @@
 #include "transport/match_table.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
+#include "transport/shm/slot_region.h"
 
 namespace ibcoll::transport::shm {
 
@@ -39,6 +40,8 @@ class ShmChannel final : public Channel {
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel_receives(uint64_t first, uint64_t last) override;
   int poll() override;
+  // The flag/slot region of the node's segment, for node-local collectives.
+  const SlotRegion& slots() const { return slots_; }
 
  private:
   struct FragmentHeader {
@@ -96,6 +99,7 @@ class ShmChannel final : public Channel {
   int rank_, size_;
   SharedSegment segment_;
   std::chrono::milliseconds liveness_interval_;
+  SlotRegion slots_;
   std::vector<Peer> peers_;
   MatchTable<PostedRecv, Arrival> matches_;
   DeferredCompletions completions_;

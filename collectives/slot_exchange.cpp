@@ -1,0 +1,87 @@
+#include "collectives/slot_exchange.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ibcoll::collectives {
+namespace {
+
+using Region = transport::shm::SlotRegion;
+static_assert(Region::kSignatureWords == 4, "the packing below fills four words");
+
+// Six fields in four words: collective, type and op are small.
+std::array<uint64_t, Region::kSignatureWords> pack(const CallSignature& s) {
+  const auto f = s.fields();
+  return {f[0] | f[2] << 8 | f[3] << 16, f[1], f[4], f[5]};
+}
+
+std::array<uint64_t, CallSignature::kFields> unpack(const uint64_t* w) {
+  return {w[0] & 0xff, w[1], (w[0] >> 8) & 0xff, (w[0] >> 16) & 0xff, w[2], w[3]};
+}
+
+}  // namespace
+
+SlotExchange::SlotExchange(const Group& group, const CallSignature& mine)
+    : slots_(*group.slots),
+      rank_(group.rank),
+      size_(group.size()),
+      sequence_(group.slot_sequence),
+      signature_(pack(mine)) {}
+
+Region::Buffer& SlotExchange::buffer_of(int member) const {
+  return slots_.region->slot(slots_.index, slots_.local_ranks[static_cast<size_t>(member)])
+      .buffers[sequence_ % 2];
+}
+
+bool SlotExchange::advance(const void* data, size_t bytes) {
+  if (!published_) {
+    // Calls in flight at once take their turns in order, so `done` only grows and says that
+    // every earlier buffer has been read.
+    if (slots_.released + 1 != sequence_) return false;
+    // Our buffer last held call sequence - 2: every member must be done with it.
+    for (size_t m = 0; m < static_cast<size_t>(size_); ++m) {
+      uint64_t& seen = slots_.seen_done[m];
+      if (static_cast<int>(m) == rank_ || seen + 2 >= sequence_) continue;
+      seen = Region::load(slots_.region->slot(slots_.index, slots_.local_ranks[m]).done);
+      if (seen + 2 < sequence_) return false;
+    }
+    Region::Buffer& mine = buffer_of(rank_);
+    if (bytes > 0) std::memcpy(mine.data, data, bytes);
+    std::memcpy(mine.signature, signature_.data(), sizeof(mine.signature));
+    Region::store(mine.ready, sequence_);
+    published_ = true;
+  }
+  for (; next_member_ < size_; ++next_member_) {
+    if (Region::load(buffer_of(next_member_).ready) < sequence_) return false;
+  }
+  return true;
+}
+
+Status SlotExchange::verdict() const {
+  bool same = true;
+  for (int m = 0; m < size_ && same; ++m)
+    same = std::memcmp(buffer_of(m).signature, signature_.data(), sizeof(signature_)) == 0;
+  if (same) return {};
+  auto low = unpack(signature_.data()), high = low;
+  for (int m = 0; m < size_; ++m) {
+    const auto theirs = unpack(buffer_of(m).signature);
+    for (size_t i = 0; i < theirs.size(); ++i) {
+      low[i] = std::min(low[i], theirs[i]);
+      high[i] = std::max(high[i], theirs[i]);
+    }
+  }
+  return compare_calls(low, high);
+}
+
+const std::byte* SlotExchange::data_of(int member) const {
+  return buffer_of(member).data;
+}
+
+void SlotExchange::release() {
+  slots_.released = sequence_;
+  Region::store(
+      slots_.region->slot(slots_.index, slots_.local_ranks[static_cast<size_t>(rank_)]).done,
+      sequence_);
+}
+
+}  // namespace ibcoll::collectives

@@ -1,0 +1,25 @@
+// SlotGroup: a communicator's share of the node's slot region (transport/shm/slot_region.h),
+// when every member is on this node: the region its id selects, each member's local rank, and
+// the sequence number of its slot calls. Communicators that share an id never share a member,
+// so each local rank's slot has one writer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "transport/shm/slot_region.h"
+
+namespace ibcoll::collectives {
+
+struct SlotGroup {
+  const transport::shm::SlotRegion* region = nullptr;
+  int index = 0;                 // region number (the communicator's id)
+  std::vector<int> local_ranks;  // per member
+  uint64_t next_sequence = 1;
+  uint64_t released = 0;  // this rank's last call done with its buffers: calls go in order
+  // Per member, the highest `done` seen so far: a buffer known free needs no second look at
+  // a line the member keeps writing.
+  std::vector<uint64_t> seen_done;  // sized like local_ranks
+};
+
+}  // namespace ibcoll::collectives

@@ -1,0 +1,54 @@
+// SlotRegion: the part of a node's segment where small node-local collectives run without any
+// message matching. Each of kRegions communicators (by id) has, for every local rank, a slot:
+// two buffers (alternating by call) that the rank fills with its call's signature and data and
+// then publishes by storing the call's sequence number in `ready`, and a `done` counter it
+// bumps once it has read everyone else's. Only the owner writes a slot; everyone may read it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace ibcoll::transport::shm {
+
+class SlotRegion {
+ public:
+  static constexpr int kRegions = 16;
+  static constexpr size_t kDataBytes = 32 << 10;  // per buffer
+  static constexpr size_t kSignatureWords = 4;
+
+  // One buffer: ready and the signature share the first cache line with the first data bytes,
+  // so a small call's whole contribution travels in one line.
+  struct Buffer {
+    uint64_t ready;  // sequence number of the call whose contents these are
+    uint64_t signature[kSignatureWords];
+    std::byte data[kDataBytes];
+  };
+  struct alignas(64) Slot {
+    alignas(64) uint64_t done;  // last sequence number whose buffers this rank has read
+    alignas(64) Buffer buffers[2];
+  };
+
+  static size_t bytes(int local_ranks) {
+    return sizeof(Slot) * static_cast<size_t>(kRegions) * static_cast<size_t>(local_ranks);
+  }
+
+  // `base` is 64-byte aligned, bytes(local_ranks) long, zeroed when created.
+  SlotRegion(std::byte* base, int local_ranks) : base_(base), local_ranks_(local_ranks) {}
+
+  Slot& slot(int region, int local_rank) const {
+    return reinterpret_cast<Slot*>(base_)[region * local_ranks_ + local_rank];
+  }
+  static uint64_t load(const uint64_t& word) {
+    return std::atomic_ref<const uint64_t>(word).load(std::memory_order_acquire);
+  }
+  static void store(uint64_t& word, uint64_t value) {
+    std::atomic_ref<uint64_t>(word).store(value, std::memory_order_release);
+  }
+
+ private:
+  std::byte* base_;
+  int local_ranks_;
+};
+
+}  // namespace ibcoll::transport::shm
