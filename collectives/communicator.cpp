@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "base/log.h"
 #include "collectives/select.h"
 #include "collectives/tags.h"
 
@@ -58,6 +59,13 @@ std::unique_ptr<Operation> Communicator::start(Collective collective, const Coll
   CollectiveArgs call = args;
   call.agreed = extra;
   const Algorithm& algorithm = choose(collective, call.count, call.type);
+  const Algorithm*& last = last_choice_[static_cast<size_t>(collective)];
+  if (last != &algorithm) {  // said once per change, not per call
+    IBCOLL_LOG(info, "communicator " << id_ << ": " << collective_name(collective) << " of "
+                                     << call.count * type_size(call.type) << " bytes on " << size()
+                                     << " ranks uses " << algorithm.name);
+    last = &algorithm;
+  }
   const uint64_t tag = call_tag(id_, next_sequence_++);
   Group group{channel_, rank_, members_, slots_ ? &*slots_ : nullptr, 0};
   const bool check = policy_.check_calls && size() > 1 && !algorithm.uses_slots;

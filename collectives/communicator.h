@@ -50,6 +50,7 @@ class Communicator {
   Policy policy_;
   std::optional<SlotGroup> slots_;
   uint64_t next_sequence_ = 1;
+  const Algorithm* last_choice_[2] = {nullptr, nullptr};  // per collective, for the log
 };
 
 }  // namespace ibcoll::collectives

@@ -28,6 +28,8 @@ const Rule kRules[] = {
     {Collective::allreduce, kAny, 1, "rabenseifner"},
     {Collective::bcast, kSlotBytes, 1, "slots"},
     {Collective::bcast, 512 << 10, 1, "binomial"},
+    {Collective::bcast, 8 << 20, 3, "scatter_allgather"},
+    {Collective::bcast, kAny, 4, "chain"},
     {Collective::bcast, kAny, 3, "scatter_allgather"},
     {Collective::bcast, kAny, 1, "binomial"},
 };

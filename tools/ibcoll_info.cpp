@@ -1,9 +1,11 @@
 // ibcoll_info: prints the configuration table (every IBCOLL_* variable, its default and its
-// current value) and, when a verbs device is present, what the transport would use.
+// current value), the algorithm table with what the selection picks by size, and, when a verbs
+// device is present, what the transport would use.
 #include <cstdio>
 #include <cstdlib>
 
 #include "base/status.h"
+#include "collectives/select.h"
 #include "runtime/config.h"
 #ifdef IBCOLL_HAVE_VERBS
 #include "transport/verbs/device.h"
@@ -18,6 +20,27 @@ int main() {
     const char* current = std::getenv(v.name);
     std::printf("%-24s %-10s %-16s %s\n", v.name, *v.default_value ? v.default_value : "-",
                 current ? current : "-", v.description);
+  }
+  std::printf("\nalgorithms (IBCOLL_ALLREDUCE_ALGO, IBCOLL_BCAST_ALGO)\n\n");
+  for (const collectives::Algorithm& a : collectives::algorithms()) {
+    std::printf("%-10s %-20s %s\n", collectives::collective_name(a.collective), a.name,
+                a.description);
+  }
+  std::printf(
+      "\nautomatic choice by bytes per rank (ranks on one node with shared memory / "
+      "otherwise), for 2 and 8 ranks\n\n");
+  for (auto collective : {collectives::Collective::allreduce, collectives::Collective::bcast}) {
+    for (size_t bytes :
+         {size_t{8}, size_t{4096}, size_t{65536}, size_t{1} << 20, size_t{16} << 20}) {
+      std::printf("%-10s %9zu B:", collectives::collective_name(collective), bytes);
+      for (int ranks : {2, 8}) {
+        for (bool slots : {true, false}) {
+          std::printf(" %s",
+                      collectives::select_algorithm(collective, bytes, ranks, slots, "").name);
+          std::printf(slots ? " /" : (ranks == 2 ? ";" : "\n"));
+        }
+      }
+    }
   }
   try {
     const runtime::Config config = runtime::Config::from_environment();
