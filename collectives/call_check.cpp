@@ -5,7 +5,6 @@
 #include "collectives/allreduce/recursive_doubling.h"
 #include "collectives/registry.h"
 #include "collectives/slot_exchange.h"
-#include "collectives/tags.h"
 
 namespace ibcoll::collectives {
 namespace {
@@ -27,35 +26,17 @@ std::string field_value(size_t field, uint64_t value) {
   }
 }
 
-// Field i travels as value (index 2i) and ~value (2i+1): a min-allreduce over both gives every
-// rank the minimum and the maximum.
+// The checked recursive-doubling allreduce with nothing to reduce: the fields alone.
 class MessageCheck final : public CallCheck {
  public:
-  MessageCheck(const Group& group, const CallSignature& mine, uint64_t base_tag) {
-    const auto fields = mine.fields();
-    for (size_t i = 0; i < fields.size(); ++i) {
-      mine_[2 * i] = fields[i];
-      mine_[2 * i + 1] = ~fields[i];
-    }
-    const CollectiveArgs args{mine_.data(),     agreed_.data(), mine_.size(),
-                              DataType::uint64, ReduceOp::min,  0};
-    reduction_ = make_recursive_doubling_allreduce(group, args, base_tag + kAlgorithmSteps);
-  }
-  void start() override { reduction_->start(); }
-  CollectiveTask::State advance() override { return reduction_->advance(); }
-  Status verdict() const override {
-    if (!reduction_->status().ok()) return reduction_->status();
-    std::array<uint64_t, CallSignature::kFields> low{}, high{};
-    for (size_t i = 0; i < low.size(); ++i) {
-      low[i] = agreed_[2 * i];
-      high[i] = ~agreed_[2 * i + 1];
-    }
-    return compare_calls(low, high);
-  }
+  MessageCheck(const Group& group, const CallSignature& mine, uint64_t base_tag)
+      : exchange_(make_checked_recursive_doubling_allreduce(group, {}, base_tag, mine)) {}
+  void start() override { exchange_->start(); }
+  CollectiveTask::State advance() override { return exchange_->advance(); }
+  Status verdict() const override { return exchange_->status(); }
 
  private:
-  std::array<uint64_t, 2 * CallSignature::kFields> mine_{}, agreed_{};
-  std::unique_ptr<CollectiveTask> reduction_;
+  std::unique_ptr<CollectiveTask> exchange_;
 };
 
 class SlotCheck final : public CallCheck {

@@ -2,7 +2,8 @@
 // op, root) fail together with a message saying what differs, instead of hanging or mixing
 // unrelated data. It runs ahead of the algorithm and its shape depends only on the group, so
 // it completes however the calls differ. Two ways, one verdict:
-//  - by messages: a small allreduce gives every rank each field's minimum and maximum;
+//  - by messages: a small allreduce gives every rank each field's minimum and maximum (the
+//    checked recursive doubling with no payload, allreduce/recursive_doubling.h);
 //  - by slots (every member on this node): each rank publishes its signature in its shared
 //    slot and reads everyone else's (slot_exchange.h), with no message at all.
 #pragma once
@@ -45,7 +46,7 @@ class CallCheck {
   virtual Status verdict() const = 0;
 };
 
-// `base_tag` is the call's tag; the check uses the steps above the algorithm's.
+// `base_tag` is the call's tag; the check uses the steps from kAlgorithmSteps up.
 std::unique_ptr<CallCheck> make_message_check(const Group& group, const CallSignature& mine,
                                               uint64_t base_tag);
 // Needs group.slots (and takes the call's slot sequence number).

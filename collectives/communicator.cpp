@@ -72,14 +72,20 @@ std::unique_ptr<Operation> Communicator::start(Collective collective, const Coll
   // Every call that touches the slots takes a turn there; with checks on, that is every call,
   // whatever algorithm each rank picked.
   if (slots_ && (check || algorithm.uses_slots)) group.slot_sequence = slots_->next_sequence++;
+  const CallSignature signature = signature_of(collective, call);
   std::unique_ptr<CallCheck> checker;
-  if (check) {
-    const CallSignature signature = signature_of(collective, call);
-    checker =
-        slots_ ? make_slot_check(group, signature) : make_message_check(group, signature, tag);
+  std::unique_ptr<CollectiveTask> task;
+  if (check && !slots_ && algorithm.make_checked) {  // the algorithm is its own check
+    task = algorithm.make_checked(group, call, tag, signature);
+  } else {
+    if (check) {
+      checker =
+          slots_ ? make_slot_check(group, signature) : make_message_check(group, signature, tag);
+    }
+    task = algorithm.make(group, call, tag);
   }
-  auto operation = std::make_unique<Operation>(algorithm, algorithm.make(group, call, tag),
-                                               std::move(checker), channel_, tag);
+  auto operation =
+      std::make_unique<Operation>(algorithm, std::move(task), std::move(checker), channel_, tag);
   operation->start();
   return operation;
 }

@@ -20,7 +20,7 @@ const Algorithm kAlgorithms[] = {
      make_slots_allreduce, true},
     {Collective::allreduce, "recursive_doubling",
      "log2(p) whole-vector exchanges; non-powers of two fold in first (small messages)",
-     make_recursive_doubling_allreduce},
+     make_recursive_doubling_allreduce, false, make_checked_recursive_doubling_allreduce},
     {Collective::allreduce, "rabenseifner",
      "reduce-scatter by recursive halving + allgather by doubling (medium/large)",
      make_rabenseifner_allreduce},

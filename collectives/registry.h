@@ -6,7 +6,7 @@
 #include <span>
 #include <string_view>
 
-#include "collectives/task.h"
+#include "collectives/call_check.h"
 
 namespace ibcoll::collectives {
 
@@ -21,6 +21,11 @@ struct Algorithm {
   // Runs in the node's slot region: needs Group::slots, fits SlotRegion::kDataBytes, and
   // checks the call itself.
   bool uses_slots = false;
+  // A variant that is also the call check by messages (its shape and steps are the check's),
+  // used where calls are checked and there are no slots. Null if none.
+  std::unique_ptr<CollectiveTask> (*make_checked)(Group group, CollectiveArgs args,
+                                                  uint64_t base_tag,
+                                                  const CallSignature& signature) = nullptr;
 };
 
 std::span<const Algorithm> algorithms();

@@ -7,6 +7,7 @@ namespace ibcoll::collectives {
 size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size_t bytes) {
   const size_t index = messages_->completed.size();
   messages_->completed.push_back(0);
+  messages_->received.push_back(0);
   ++messages_->pending;
   group_.channel.send(group_.peers[static_cast<size_t>(member)], base_tag_ + step, data, bytes,
                       [m = messages_, index](const Status& s, size_t) {
@@ -17,15 +18,18 @@ size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size
   return index;
 }
 
-size_t CollectiveTask::recv_from(int member, uint32_t step, void* data, size_t bytes) {
+size_t CollectiveTask::recv_from(int member, uint32_t step, void* data, size_t bytes, bool exact) {
   const size_t index = messages_->completed.size();
   messages_->completed.push_back(0);
+  messages_->received.push_back(0);
   ++messages_->pending;
   group_.channel.recv(group_.peers[static_cast<size_t>(member)], base_tag_ + step, data, bytes,
-                      [m = messages_, bytes, index](const Status& s, size_t got) {
+                      [m = messages_, bytes, index, exact](const Status& s, size_t got) {
                         --m->pending;
                         m->completed[index] = 1;
+                        m->received[index] = got;
                         if (!m->status.ok()) return;
+                        if (!exact && (s.ok() || s.code() == Code::truncated)) return;
                         if (!s.ok()) {
                           m->status = s;
                         } else if (got != bytes) {
@@ -36,19 +40,6 @@ size_t CollectiveTask::recv_from(int member, uint32_t step, void* data, size_t b
                         }
                       });
   return index;
-}
-
-Status run_to_completion(CollectiveTask& task, transport::ProgressEngine& engine,
-                         std::chrono::milliseconds budget) {
-  task.start();
-  CollectiveTask::State state = task.advance();
-  engine.wait(
-      [&] {
-        if (state == CollectiveTask::State::running) state = task.advance();
-        return state != CollectiveTask::State::running;
-      },
-      budget, "collective");
-  return task.status();
 }
 
 }  // namespace ibcoll::collectives

@@ -5,7 +5,6 @@
 // once never take each other's messages.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -15,7 +14,6 @@
 #include "collectives/datatype.h"
 #include "collectives/slot_group.h"
 #include "transport/channel.h"
-#include "transport/progress.h"
 
 namespace ibcoll::collectives {
 
@@ -56,8 +54,11 @@ class CollectiveTask {
   // Posts a send/receive of step `step` (0..kAlgorithmSteps-1); its completion is counted in
   // messages_. Messages between two members with one step match in the order posted, so a
   // pipelined algorithm may send many under one step. The index lets it ask for each one.
+  // A receive that is not `exact` accepts a shorter or longer (truncated) message, and
+  // received() says how much came: for a call check, which must go on when calls differ.
   size_t send_to(int member, uint32_t step, const void* data, size_t bytes);
-  size_t recv_from(int member, uint32_t step, void* data, size_t bytes);
+  size_t recv_from(int member, uint32_t step, void* data, size_t bytes, bool exact = true);
+  size_t received(size_t message) const { return messages_->received[message]; }
   bool step_done() const { return messages_->pending == 0; }
   bool completed(size_t message) const { return messages_->completed[message] != 0; }
   // Fails the task with `status` (for failures that are not a message's).
@@ -75,15 +76,11 @@ class CollectiveTask {
   // destroyed while the channel still holds its callbacks.
   struct Messages {
     int pending = 0;
-    Status status;                // the first failure
-    std::vector<char> completed;  // per message posted, in posting order
+    Status status;                 // the first failure
+    std::vector<char> completed;   // per message posted, in posting order
+    std::vector<size_t> received;  // bytes that came, per receive
   };
   std::shared_ptr<Messages> messages_ = std::make_shared<Messages>();
 };
-
-// Starts the task and drives `engine` until it ends; the task's status (ok or its failure).
-// Throws Error(timeout) if it has not ended within `budget`.
-Status run_to_completion(CollectiveTask& task, transport::ProgressEngine& engine,
-                         std::chrono::milliseconds budget);
 
 }  // namespace ibcoll::collectives

@@ -42,6 +42,7 @@ struct Config {
   std::string node;       // empty: the hostname
   TransportMode transport = TransportMode::automatic;
   collectives::Policy policy;  // forced algorithms, call checks
+  bool shm_slots = true;       // node-local communicators get the slot region
 #ifdef IBCOLL_HAVE_VERBS
   transport::verbs::Options verbs;
 #endif

@@ -238,7 +238,9 @@ std::unique_ptr<Communicator> Context::create_group(Communicator& parent, int co
 std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>& members,
                                                           uint16_t id) const {
   // Each region starts zeroed and is used by one set of communicators for the whole job.
-  if (!shm_ || id >= transport::shm::SlotRegion::kRegions) return std::nullopt;
+  if (!shm_ || !job_.config().shm_slots || id >= transport::shm::SlotRegion::kRegions) {
+    return std::nullopt;
+  }
   collectives::SlotGroup group{&shm_->slots(), id, {}, 1, 0, std::vector<uint64_t>(members.size())};
   for (int member : members) {
     if (member != job_.rank() && channel_->channel_of(member) != shm_.get()) return std::nullopt;

@@ -52,6 +52,26 @@ TEST(Collectives, EveryAlgorithmTypeOpAndRootOneToEightRanks) {
   }
 }
 
+// Without the slot region: the channel algorithms at small sizes too, the checked recursive
+// doubling doubling as the call check.
+TEST(Collectives, WithoutSlotsOneToFiveRanks) {
+  RankOptions options;
+  options.environment["IBCOLL_SHM_SLOTS"] = "0";
+  for (int ranks = 1; ranks <= 5; ++ranks) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    expect_all_ok(run_ranks(
+        ranks,
+        [](int, int) {
+          CapiRank r;
+          allreduce_sweep(r.world(), {DataType::int16, DataType::bfloat16, DataType::float64},
+                          {0, 1, 7, 1031});
+          bcast_every_root(r.world(), DataType::uint8, {0, 7, 1031});
+          return 0;
+        },
+        options));
+  }
+}
+
 // 1 MiB + 5 and 16 MiB: fewer types (the kernels are the same at every size), every algorithm.
 TEST(Collectives, LargeMessagesEveryAlgorithm) {
   for (const RankOptions& run : algorithm_choices()) {

@@ -105,21 +105,30 @@ TEST(Errors, MismatchedCallsFailOnEveryRank) {
                     : ibcoll_allreduce(IBCOLL_IN_PLACE, d.data(), 64, IBCOLL_INT32, IBCOLL_SUM, c);
        }},
   };
-  for (int ranks : {2, 3, 4}) {
-    for (const Case& c : cases) {
-      SCOPED_TRACE(std::string(c.field) + ", " + std::to_string(ranks) + " ranks");
-      expect_all_ok(run_ranks(ranks, [&c](int me, int n) {
-        CapiRank r;
-        std::vector<int32_t> data(200000, 1);
-        expect_error(c.call(me == n - 1, r.world(), data), IBCOLL_ERR_MISMATCH, c.field,
-                     "mismatched call");
-        std::vector<int32_t> ones(5, 1);
-        RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, ones.data(), 5, IBCOLL_INT32, IBCOLL_SUM,
-                                    r.world()) == IBCOLL_SUCCESS,
-                   ibcoll_last_error());
-        RANK_CHECK(ones == std::vector<int32_t>(5, n), "the call after a mismatch");
-        return 0;
-      }));
+  // With the slot region, and without (the check then travels in messages).
+  for (const char* slots : {"1", "0"}) {
+    RankOptions options;
+    options.environment["IBCOLL_SHM_SLOTS"] = slots;
+    for (int ranks : {2, 3, 4}) {
+      for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(c.field) + ", " + std::to_string(ranks) + " ranks, slots " +
+                     slots);
+        expect_all_ok(run_ranks(
+            ranks,
+            [&c](int me, int n) {
+              CapiRank r;
+              std::vector<int32_t> data(200000, 1);
+              expect_error(c.call(me == n - 1, r.world(), data), IBCOLL_ERR_MISMATCH, c.field,
+                           "mismatched call");
+              std::vector<int32_t> ones(5, 1);
+              RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, ones.data(), 5, IBCOLL_INT32, IBCOLL_SUM,
+                                          r.world()) == IBCOLL_SUCCESS,
+                         ibcoll_last_error());
+              RANK_CHECK(ones == std::vector<int32_t>(5, n), "the call after a mismatch");
+              return 0;
+            },
+            options));
+      }
     }
   }
 }
