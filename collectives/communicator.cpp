@@ -84,8 +84,7 @@ std::unique_ptr<Operation> Communicator::start(Collective collective, const Coll
     }
     task = algorithm.make(group, call, tag);
   }
-  auto operation =
-      std::make_unique<Operation>(algorithm, std::move(task), std::move(checker), channel_, tag);
+  auto operation = std::make_unique<Operation>(std::move(task), std::move(checker), channel_, tag);
   operation->start();
   return operation;
 }

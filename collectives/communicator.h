@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "collectives/operation.h"
+#include "collectives/registry.h"
 
 namespace ibcoll::collectives {
 
@@ -30,8 +31,6 @@ class Communicator {
   int size() const { return static_cast<int>(members_.size()); }
   uint16_t id() const { return id_; }
   const std::vector<int>& members() const { return members_; }
-  const Policy& policy() const { return policy_; }
-  bool has_slots() const { return slots_.has_value(); }
 
   // Checks the arguments, then starts the call. `extra` goes into the call check (a digest
   // that callers such as communicator creation want all ranks to agree on).

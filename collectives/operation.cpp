@@ -4,14 +4,9 @@
 
 namespace ibcoll::collectives {
 
-Operation::Operation(const Algorithm& algorithm, std::unique_ptr<CollectiveTask> task,
-                     std::unique_ptr<CallCheck> check, transport::Channel& channel,
-                     uint64_t base_tag)
-    : algorithm_(algorithm),
-      task_(std::move(task)),
-      check_(std::move(check)),
-      channel_(channel),
-      base_tag_(base_tag) {}
+Operation::Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
+                     transport::Channel& channel, uint64_t base_tag)
+    : task_(std::move(task)), check_(std::move(check)), channel_(channel), base_tag_(base_tag) {}
 
 Operation::~Operation() {
   if (state_ == State::running) abandon(Status(Code::internal, "operation destroyed"));

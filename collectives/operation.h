@@ -8,7 +8,6 @@
 #include <memory>
 
 #include "collectives/call_check.h"
-#include "collectives/registry.h"
 
 namespace ibcoll::collectives {
 
@@ -17,8 +16,8 @@ class Operation {
   using State = CollectiveTask::State;
 
   // `check` may be null (calls not checked).
-  Operation(const Algorithm& algorithm, std::unique_ptr<CollectiveTask> task,
-            std::unique_ptr<CallCheck> check, transport::Channel& channel, uint64_t base_tag);
+  Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
+            transport::Channel& channel, uint64_t base_tag);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -31,12 +30,10 @@ class Operation {
 
   State state() const { return state_; }
   const Status& status() const { return status_; }
-  const Algorithm& algorithm() const { return algorithm_; }
 
  private:
   State finish(Status status);
 
-  const Algorithm& algorithm_;
   std::unique_ptr<CollectiveTask> task_;
   std::unique_ptr<CallCheck> check_;
   transport::Channel& channel_;

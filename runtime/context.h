@@ -45,7 +45,6 @@ class Context {
   Context();  // from the environment; throws Error naming what is wrong
   ~Context();
 
-  Job& job() { return job_; }
   collectives::Communicator& world() { return *world_; }
   // "shm", "verbs" or "self": how this process reaches `rank` of the job.
   const char* transport_to(int rank) const;
