@@ -84,7 +84,8 @@ std::unique_ptr<Operation> Communicator::start(Collective collective, const Coll
     }
     task = algorithm.make(group, call, tag);
   }
-  auto operation = std::make_unique<Operation>(std::move(task), std::move(checker), channel_, tag);
+  auto operation =
+      std::make_unique<Operation>(std::move(task), std::move(checker), channel_, members_, tag);
   operation->start();
   return operation;
 }

@@ -4,9 +4,26 @@
 
 namespace ibcoll::collectives {
 
+namespace {
+constexpr uint32_t kAdvancesPerMemberCheck = 1024;
+}  // namespace
+
 Operation::Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
-                     transport::Channel& channel, uint64_t base_tag)
-    : task_(std::move(task)), check_(std::move(check)), channel_(channel), base_tag_(base_tag) {}
+                     transport::Channel& channel, std::span<const int> members, uint64_t base_tag)
+    : task_(std::move(task)),
+      check_(std::move(check)),
+      channel_(channel),
+      members_(members),
+      base_tag_(base_tag) {}
+
+const Status* Operation::failed_member() {
+  if (++advances_ % kAdvancesPerMemberCheck != 0) return nullptr;
+  for (int member : members_) {
+    if (member == channel_.rank()) continue;
+    if (const Status* failure = channel_.peer_failure(member)) return failure;
+  }
+  return nullptr;
+}
 
 Operation::~Operation() {
   if (state_ == State::running) abandon(Status(Code::internal, "operation destroyed"));
@@ -23,6 +40,7 @@ void Operation::start() {
 
 Operation::State Operation::advance() {
   if (state_ != State::running) return state_;
+  if (const Status* failure = failed_member()) return finish(*failure);
   if (checking_) {
     if (check_->advance() == State::running) return State::running;
     if (Status verdict = check_->verdict(); !verdict.ok()) return finish(std::move(verdict));

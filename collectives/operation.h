@@ -2,10 +2,11 @@
 // The algorithm starts only once every rank has been seen to make the same call, so ranks that
 // disagree all fail with the check's verdict before any of the caller's data moves (and no
 // message of a mismatched call can land in a buffer afterwards). A call that fails or is given
-// up on withdraws its posted receives.
+// up on withdraws its posted receives; a member the transport has declared failed fails it.
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "collectives/call_check.h"
 
@@ -15,9 +16,9 @@ class Operation {
  public:
   using State = CollectiveTask::State;
 
-  // `check` may be null (calls not checked).
+  // `check` may be null (calls not checked). `members` are the group's channel ranks.
   Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
-            transport::Channel& channel, uint64_t base_tag);
+            transport::Channel& channel, std::span<const int> members, uint64_t base_tag);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -33,11 +34,16 @@ class Operation {
 
  private:
   State finish(Status status);
+  // Now and then while running: a failed member fails the call, even one this rank does not
+  // talk to directly (its partners may be waiting on it).
+  const Status* failed_member();
 
   std::unique_ptr<CollectiveTask> task_;
   std::unique_ptr<CallCheck> check_;
   transport::Channel& channel_;
+  std::span<const int> members_;
   uint64_t base_tag_;
+  uint32_t advances_ = 0;
   bool checking_ = false;  // in the call check; the task has not started
   State state_ = State::running;
   Status status_;

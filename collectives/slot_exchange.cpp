@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace ibcoll::collectives {
 namespace {
@@ -33,7 +34,18 @@ Region::Buffer& SlotExchange::buffer_of(int member) const {
       .buffers[sequence_ % 2];
 }
 
+bool SlotExchange::gone(int member) {
+  if (++idle_ % kPollsPerLivenessCheck != 0) return false;
+  const int local = slots_.local_ranks[static_cast<size_t>(member)];
+  if (slots_.region->alive(local)) return false;
+  failure_ =
+      Status(Code::peer_failed, "rank " + std::to_string(member) + " of the communicator (pid " +
+                                    std::to_string(slots_.region->pid(local)) + ") has exited");
+  return true;
+}
+
 bool SlotExchange::advance(const void* data, size_t bytes) {
+  if (!failure_.ok()) return true;
   if (!published_) {
     // Calls in flight at once take their turns in order, so `done` only grows and says that
     // every earlier buffer has been read.
@@ -43,7 +55,7 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
       uint64_t& seen = slots_.seen_done[m];
       if (static_cast<int>(m) == rank_ || seen + 2 >= sequence_) continue;
       seen = Region::load(slots_.region->slot(slots_.index, slots_.local_ranks[m]).done);
-      if (seen + 2 < sequence_) return false;
+      if (seen + 2 < sequence_) return gone(static_cast<int>(m));
     }
     Region::Buffer& mine = buffer_of(rank_);
     if (bytes > 0) std::memcpy(mine.data, data, bytes);
@@ -52,12 +64,13 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
     published_ = true;
   }
   for (; next_member_ < size_; ++next_member_) {
-    if (Region::load(buffer_of(next_member_).ready) < sequence_) return false;
+    if (Region::load(buffer_of(next_member_).ready) < sequence_) return gone(next_member_);
   }
   return true;
 }
 
 Status SlotExchange::verdict() const {
+  if (!failure_.ok()) return failure_;
   bool same = true;
   for (int m = 0; m < size_ && same; ++m)
     same = std::memcmp(buffer_of(m).signature, signature_.data(), sizeof(signature_)) == 0;

@@ -15,7 +15,8 @@ class SlotExchange {
  public:
   SlotExchange(const Group& group, const CallSignature& mine);
   // Publishes `bytes` (≤ SlotRegion::kDataBytes) of `data` once the buffer is free, then looks
-  // for the others'. True once every member's contribution to this call is visible.
+  // for the others'. True once every member's contribution to this call is visible, or a
+  // member it waits on has died (the verdict says which).
   bool advance(const void* data, size_t bytes);
   Status verdict() const;
   const std::byte* data_of(int member) const;
@@ -25,6 +26,10 @@ class SlotExchange {
  private:
   using Region = transport::shm::SlotRegion;
   Region::Buffer& buffer_of(int member) const;
+  // A fruitless look at `member`: now and then, make sure it is still alive. True once dead.
+  bool gone(int member);
+  // Fruitless advances between two such checks (a check reads /proc).
+  static constexpr uint32_t kPollsPerLivenessCheck = 4096;
 
   SlotGroup& slots_;
   int rank_, size_;
@@ -32,6 +37,8 @@ class SlotExchange {
   std::array<uint64_t, Region::kSignatureWords> signature_;
   bool published_ = false;
   int next_member_ = 0;  // the next member whose contribution has not been seen
+  uint32_t idle_ = 0;
+  Status failure_;
 };
 
 }  // namespace ibcoll::collectives

@@ -31,6 +31,9 @@ class Channel : public Poller {
   // their completions never run. For an operation given up on (say its ranks disagreed), so
   // that no later message lands in a buffer its caller has taken back.
   virtual void cancel_receives(uint64_t first, uint64_t last) = 0;
+  // Why `peer` has failed (dead, connection broken), or null while it is fine. Lets an
+  // operation that waits on someone else notice that a member it depends on is gone.
+  virtual const Status* peer_failure(int peer) const = 0;
 
  protected:
   // The argument checks every channel makes first: Error(invalid_argument) naming the argument.

@@ -3,6 +3,8 @@
 // IBCOLL_ERR_MISMATCH naming what differs; a rank left alone times out instead of hanging.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -133,10 +135,41 @@ TEST(Errors, MismatchedCallsFailOnEveryRank) {
   }
 }
 
+// A rank dies between collectives: the others' next call fails with IBCOLL_ERR_PEER_FAILED
+// naming it, well before IBCOLL_TIMEOUT (the slot waits check that members live; the channel
+// checks the peers its receives wait on).
+TEST(Errors, ARankThatDiesFailsTheOthersCalls) {
+  for (const char* slots : {"1", "0"}) {
+    SCOPED_TRACE(std::string("slots ") + slots);
+    RankOptions options;
+    options.environment = {{"IBCOLL_SHM_SLOTS", slots}, {"IBCOLL_TIMEOUT", "6s"}};
+    const auto exits = run_ranks(
+        3,
+        [](int me, int) {
+          CapiRank r;
+          double x = 1.0;
+          for (int i = 0; i < 100; ++i) {
+            RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_FLOAT64, IBCOLL_MAX,
+                                        r.world()) == IBCOLL_SUCCESS,
+                       ibcoll_last_error());
+          }
+          if (me == 2) raise(SIGKILL);
+          ibcoll_status_t s = IBCOLL_SUCCESS;
+          for (int i = 0; i < 1000 && s == IBCOLL_SUCCESS; ++i)
+            s = ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_FLOAT64, IBCOLL_MAX, r.world());
+          expect_error(s, IBCOLL_ERR_PEER_FAILED, "has exited", "a call with a dead member");
+          return 0;
+        },
+        options);
+    EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
+    EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+  }
+}
+
 // One rank refuses its arguments; the others, waiting for it, end with a timeout error.
 TEST(Errors, RanksLeftWaitingTimeOut) {
   RankOptions options;
-  options.environment["IBCOLL_TIMEOUT"] = "2s";
+  options.environment["IBCOLL_TIMEOUT"] = "5s";  // also bounds set-up: not too short under load
   expect_all_ok(run_ranks(
       3,
       [](int me, int) {

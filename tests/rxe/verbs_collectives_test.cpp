@@ -30,9 +30,9 @@ TEST(VerbsCollectives, EveryAlgorithmTwoToFourRanks) {
             RANK_CHECK(
                 std::string(ibcoll_transport(r.world(), (r.rank() + 1) % r.size())) == "verbs",
                 "IBCOLL_TRANSPORT=verbs routes local ranks over verbs");
-            allreduce_sweep(r.world(),
-                            {DataType::int8, DataType::uint32, DataType::float16,
-                             DataType::bfloat16, DataType::float64},
+            // One type of each width class and both paths (eager, rendezvous); the kernels
+            // are tested exhaustively on the host.
+            allreduce_sweep(r.world(), {DataType::int8, DataType::bfloat16, DataType::float64},
                             {0, 1, 1031, 65537});
             bcast_every_root(r.world(), DataType::uint8, {0, 7, 65537});
             return 0;

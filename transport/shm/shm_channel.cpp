@@ -6,26 +6,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include "base/log.h"
+#include "transport/shm/process.h"
 
 namespace ibcoll::transport::shm {
 namespace {
 
 constexpr size_t kControlBytes = 4096;  // one pid per rank, then the rings
 constexpr uint32_t kPollsPerClockRead = 64;
-
-// Gone, or a zombie that its parent has not reaped yet: either way it will not answer.
-bool process_alive(pid_t pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;  // cannot tell: assume alive
-  const auto state = line.rfind(") ");         // the name may hold spaces and parentheses
-  return state == std::string::npos || line[state + 2] != 'Z';
-}
 
 // Where the rings end (and the slot region starts, cache-line aligned).
 size_t rings_end(int size) {
@@ -44,7 +34,7 @@ ShmChannel::ShmChannel(int rank, int size, SharedSegment segment,
       size_(size),
       segment_(std::move(segment)),
       liveness_interval_(liveness_interval),
-      slots_(segment_.data() + rings_end(size), size) {
+      slots_(segment_.data() + rings_end(size), size, pids()) {
   if (size < 1 || static_cast<size_t>(size) * sizeof(pid_t) > kControlBytes) {
     throw Error(Code::invalid_argument,
                 "size: " + std::to_string(size) + " local ranks do not fit a shared segment");
@@ -195,10 +185,15 @@ void ShmChannel::check_liveness() {
   const auto now = std::chrono::steady_clock::now();
   if (now < next_check_) return;
   next_check_ = now + liveness_interval_;
+  // While anything is pending, every peer is checked: what we wait for may hang on another
+  // peer's death (a collective waits on a partner that waits on the dead one).
+  const bool busy = std::any_of(peers_.begin(), peers_.end(), [](const Peer& p) {
+    return p.waiting > 0 || !p.outgoing.empty() || p.incoming.active;
+  });
+  if (!busy) return;
   for (int peer = 0; peer < size_; ++peer) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (peer == rank_ || p.failed) continue;
-    if (p.waiting == 0 && p.outgoing.empty() && !p.incoming.active) continue;
     const pid_t pid = pids()[peer];
     if (pid > 0 && !process_alive(pid)) {
       drain(peer);  // what it sent before it died is still good

@@ -39,6 +39,10 @@ class ShmChannel final : public Channel {
   void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel_receives(uint64_t first, uint64_t last) override;
+  const Status* peer_failure(int peer) const override {
+    const auto& p = peers_[static_cast<size_t>(peer)];
+    return p.failed ? &p.failure : nullptr;
+  }
   int poll() override;
   // The flag/slot region of the node's segment, for node-local collectives.
   const SlotRegion& slots() const { return slots_; }

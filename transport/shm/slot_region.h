@@ -5,9 +5,13 @@
 // bumps once it has read everyone else's. Only the owner writes a slot; everyone may read it.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+
+#include "transport/shm/process.h"
 
 namespace ibcoll::transport::shm {
 
@@ -33,11 +37,18 @@ class SlotRegion {
     return sizeof(Slot) * static_cast<size_t>(kRegions) * static_cast<size_t>(local_ranks);
   }
 
-  // `base` is 64-byte aligned, bytes(local_ranks) long, zeroed when created.
-  SlotRegion(std::byte* base, int local_ranks) : base_(base), local_ranks_(local_ranks) {}
+  // `base` is 64-byte aligned, bytes(local_ranks) long, zeroed when created; `pids` is the
+  // segment's table of each local rank's process.
+  SlotRegion(std::byte* base, int local_ranks, const pid_t* pids)
+      : base_(base), local_ranks_(local_ranks), pids_(pids) {}
 
   Slot& slot(int region, int local_rank) const {
     return reinterpret_cast<Slot*>(base_)[region * local_ranks_ + local_rank];
+  }
+  // The process of `local_rank`, and whether it can still answer (a wait checks now and then).
+  pid_t pid(int local_rank) const { return pids_[local_rank]; }
+  bool alive(int local_rank) const {
+    return pid(local_rank) <= 0 || process_alive(pid(local_rank));
   }
   static uint64_t load(const uint64_t& word) {
     return std::atomic_ref<const uint64_t>(word).load(std::memory_order_acquire);
@@ -49,6 +60,7 @@ class SlotRegion {
  private:
   std::byte* base_;
   int local_ranks_;
+  const pid_t* pids_;
 };
 
 }  // namespace ibcoll::transport::shm
