@@ -5,10 +5,11 @@
 namespace ibcoll::collectives {
 
 size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size_t bytes) {
-  const size_t index = messages_->completed.size();
-  messages_->completed.push_back(0);
-  messages_->received.push_back(0);
-  ++messages_->pending;
+  Messages& m = messages();
+  const size_t index = m.completed.size();
+  m.completed.push_back(0);
+  m.received.push_back(0);
+  ++m.pending;
   group_.channel.send(group_.peers[static_cast<size_t>(member)], base_tag_ + step, data, bytes,
                       [m = messages_, index](const Status& s, size_t) {
                         --m->pending;
@@ -19,10 +20,11 @@ size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size
 }
 
 size_t CollectiveTask::recv_from(int member, uint32_t step, void* data, size_t bytes, bool exact) {
-  const size_t index = messages_->completed.size();
-  messages_->completed.push_back(0);
-  messages_->received.push_back(0);
-  ++messages_->pending;
+  Messages& m = messages();
+  const size_t index = m.completed.size();
+  m.completed.push_back(0);
+  m.received.push_back(0);
+  ++m.pending;
   group_.channel.recv(group_.peers[static_cast<size_t>(member)], base_tag_ + step, data, bytes,
                       [m = messages_, bytes, index, exact](const Status& s, size_t got) {
                         --m->pending;

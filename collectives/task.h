@@ -48,7 +48,7 @@ class CollectiveTask {
   virtual void start() = 0;
   // Moves as far as the completed messages allow. Call after progress(); cheap when idle.
   virtual State advance() = 0;
-  const Status& status() const { return messages_->status; }
+  const Status& status() const { return messages_ ? messages_->status : kNoFailure; }
 
  protected:
   // Posts a send/receive of step `step` (0..kAlgorithmSteps-1); its completion is counted in
@@ -59,13 +59,14 @@ class CollectiveTask {
   size_t send_to(int member, uint32_t step, const void* data, size_t bytes);
   size_t recv_from(int member, uint32_t step, void* data, size_t bytes, bool exact = true);
   size_t received(size_t message) const { return messages_->received[message]; }
-  bool step_done() const { return messages_->pending == 0; }
+  bool step_done() const { return !messages_ || messages_->pending == 0; }
   bool completed(size_t message) const { return messages_->completed[message] != 0; }
   // Fails the task with `status` (for failures that are not a message's).
   void fail(Status status) {
-    if (messages_->status.ok()) messages_->status = std::move(status);
+    Messages& m = messages();
+    if (m.status.ok()) m.status = std::move(status);
   }
-  bool failed() const { return !messages_->status.ok(); }
+  bool failed() const { return messages_ && !messages_->status.ok(); }
 
   Group group_;
   CollectiveArgs args_;
@@ -80,7 +81,13 @@ class CollectiveTask {
     std::vector<char> completed;   // per message posted, in posting order
     std::vector<size_t> received;  // bytes that came, per receive
   };
-  std::shared_ptr<Messages> messages_ = std::make_shared<Messages>();
+  // Made at the first message: tasks that send none (the slot algorithms) allocate nothing.
+  Messages& messages() {
+    if (!messages_) messages_ = std::make_shared<Messages>();
+    return *messages_;
+  }
+  static inline const Status kNoFailure{};
+  std::shared_ptr<Messages> messages_;
 };
 
 }  // namespace ibcoll::collectives
