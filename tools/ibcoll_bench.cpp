@@ -106,6 +106,7 @@ bool under_launcher() {
 std::string describe_run(Subject& ours, bool forked) {
   std::string text = std::to_string(ours.size()) + " ranks (" +
                      (forked ? "forked by ibcoll_bench" : "from the launcher") + ")";
+  if (ours.size() > 1) text += "; rank 0 reaches rank 1 by " + ours.transport_to(1);
   return text;
 }
 
@@ -115,9 +116,7 @@ int run(const Options& o, Subject& ours, Subject* theirs, bool forked) {
   const bool printer = ours.rank() == 0;
   const bool tty = printer && isatty(STDERR_FILENO);
   if (printer) {
-    std::printf("# ibcoll_bench: %s; peer transport: %s; IBCOLL_CHECK_CALLS=%s\n",
-                describe_run(ours, forked).c_str(),
-                ours.size() > 1 ? "see ibcoll_info / IBCOLL_TRANSPORT" : "none",
+    std::printf("# ibcoll_bench: %s; IBCOLL_CHECK_CALLS=%s\n", describe_run(ours, forked).c_str(),
                 std::getenv("IBCOLL_CHECK_CALLS") ? std::getenv("IBCOLL_CHECK_CALLS") : "1");
   }
   std::vector<Measurement> all;

@@ -61,6 +61,11 @@ class IbcollSubject final : public Subject {
     return name ? name : "?";
   }
 
+  std::string transport_to(int rank) override {
+    const char* name = ibcoll_transport(world_, rank);
+    return name ? name : "?";
+  }
+
  private:
   ibcoll_context_t context_ = nullptr;
   ibcoll_comm_t world_ = nullptr;

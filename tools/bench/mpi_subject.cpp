@@ -45,6 +45,7 @@ class MpiSubject final : public Subject {
     return {low, sum / size_, high};
   }
   std::string algorithm(Collective, size_t) override { return ""; }
+  std::string transport_to(int) override { return ""; }
 
  private:
   int rank_ = 0, size_ = 1;

@@ -26,6 +26,8 @@ class Subject {
   virtual std::array<double, 3> min_avg_max(double mine) = 0;
   // The algorithm the library picks for `count` float32 ("" where it does not say).
   virtual std::string algorithm(Collective collective, size_t count) = 0;
+  // How this rank reaches `rank` ("" where the library does not say).
+  virtual std::string transport_to(int rank) = 0;
 };
 
 // ibcoll_init from the environment (throws on failure); finalizes on destruction.
