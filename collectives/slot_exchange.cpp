@@ -29,9 +29,9 @@ SlotExchange::SlotExchange(const Group& group, const CallSignature& mine)
       sequence_(group.slot_sequence),
       signature_(pack(mine)) {}
 
-Region::Buffer& SlotExchange::buffer_of(int member) const {
+Region::Buffer& SlotExchange::buffer_of(int member, uint64_t sequence) const {
   return slots_.region->slot(slots_.index, slots_.local_ranks[static_cast<size_t>(member)])
-      .buffers[sequence_ % 2];
+      .buffers[sequence % Region::kBuffers];
 }
 
 bool SlotExchange::gone(int member) {
@@ -47,14 +47,15 @@ bool SlotExchange::gone(int member) {
 bool SlotExchange::advance(const void* data, size_t bytes) {
   if (!failure_.ok()) return true;
   if (!published_) {
-    // Calls in flight at once take their turns in order, so `done` only grows and says that
-    // every earlier buffer has been read.
+    // Calls in flight at once take their turns in order: publishing a call says that every
+    // earlier call's buffers have been read.
     if (slots_.released + 1 != sequence_) return false;
-    // Our buffer last held call sequence - 2: every member must be done with it.
+    // Our buffer last held call sequence - 3: each member has read it once it has published
+    // call sequence - 2.
     for (size_t m = 0; m < static_cast<size_t>(size_); ++m) {
-      uint64_t& seen = slots_.seen_done[m];
+      uint64_t& seen = slots_.seen_ready[m];
       if (static_cast<int>(m) == rank_ || seen + 2 >= sequence_) continue;
-      seen = Region::load(slots_.region->slot(slots_.index, slots_.local_ranks[m]).done);
+      seen = Region::load(buffer_of(static_cast<int>(m), sequence_ - 2).ready);
       if (seen + 2 < sequence_) return gone(static_cast<int>(m));
     }
     Region::Buffer& mine = buffer_of(rank_);
@@ -92,9 +93,6 @@ const std::byte* SlotExchange::data_of(int member) const {
 
 void SlotExchange::release() {
   slots_.released = sequence_;
-  Region::store(
-      slots_.region->slot(slots_.index, slots_.local_ranks[static_cast<size_t>(rank_)]).done,
-      sequence_);
 }
 
 }  // namespace ibcoll::collectives

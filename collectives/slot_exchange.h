@@ -1,6 +1,7 @@
 // SlotExchange: one call's turn in the slot region. Once every member has read what this rank
-// put in the same buffer two calls ago, it writes its call signature (and data, if any) and
-// publishes them with the call's sequence number; then it waits for every member's. Each step
+// put in the same buffer three calls ago (seen by its having published the call before last),
+// it writes its call signature (and data, if any) and publishes them with the call's sequence
+// number; then it waits for every member's. Each step
 // is tried once per advance(), so it never blocks. Afterwards every member's data can be read
 // until release(), and every member has seen every signature, so all reach the same verdict.
 #pragma once
@@ -25,7 +26,8 @@ class SlotExchange {
 
  private:
   using Region = transport::shm::SlotRegion;
-  Region::Buffer& buffer_of(int member) const;
+  Region::Buffer& buffer_of(int member, uint64_t sequence) const;
+  Region::Buffer& buffer_of(int member) const { return buffer_of(member, sequence_); }
   // A fruitless look at `member`: now and then, make sure it is still alive. True once dead.
   bool gone(int member);
   // Fruitless advances between two such checks (a check reads /proc).

@@ -17,9 +17,8 @@ struct SlotGroup {
   std::vector<int> local_ranks;  // per member
   uint64_t next_sequence = 1;
   uint64_t released = 0;  // this rank's last call done with its buffers: calls go in order
-  // Per member, the highest `done` seen so far: a buffer known free needs no second look at
-  // a line the member keeps writing.
-  std::vector<uint64_t> seen_done;  // sized like local_ranks
+  // Per member, the highest call seen published: a buffer known free needs no second look.
+  std::vector<uint64_t> seen_ready;  // sized like local_ranks
 };
 
 }  // namespace ibcoll::collectives

@@ -1,8 +1,10 @@
 // SlotRegion: the part of a node's segment where small node-local collectives run without any
 // message matching. Each of kRegions communicators (by id) has, for every local rank, a slot:
-// two buffers (alternating by call) that the rank fills with its call's signature and data and
-// then publishes by storing the call's sequence number in `ready`, and a `done` counter it
-// bumps once it has read everyone else's. Only the owner writes a slot; everyone may read it.
+// three buffers (taken in turn, call by call) that the rank fills with its call's signature
+// and data and then publishes by storing the call's sequence number in `ready`. Only the owner
+// writes a slot; everyone may read it. A rank publishes call s only after it has read every
+// member's buffers of call s - 1, so a member's `ready` of call s - 2 also says that it has
+// read call s - 3, whose buffer call s reuses: no separate "done" flag has to cross cores.
 #pragma once
 
 #include <sys/types.h>
@@ -18,6 +20,7 @@ namespace ibcoll::transport::shm {
 class SlotRegion {
  public:
   static constexpr int kRegions = 16;
+  static constexpr int kBuffers = 3;
   static constexpr size_t kDataBytes = 32 << 10;  // per buffer
   static constexpr size_t kSignatureWords = 4;
 
@@ -29,8 +32,7 @@ class SlotRegion {
     std::byte data[kDataBytes];
   };
   struct alignas(64) Slot {
-    alignas(64) uint64_t done;  // last sequence number whose buffers this rank has read
-    alignas(64) Buffer buffers[2];
+    alignas(64) Buffer buffers[kBuffers];
   };
 
   static size_t bytes(int local_ranks) {
