@@ -10,8 +10,7 @@
 
 namespace ibcoll::transport {
 namespace {
-// Idle polls before a waiter stops spinning: long enough to catch a reply that is a few
-// microseconds away, short enough to give the core back quickly when ranks outnumber cores.
+// Longest sleep of the event policy, so a deadline is looked at now and then.
 constexpr int kMaxSleepMs = 10;
 constexpr int kPollsPerClockRead = 64;  // an idle poll is cheaper than reading the clock
 }  // namespace
