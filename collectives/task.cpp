@@ -4,12 +4,16 @@
 
 namespace ibcoll::collectives {
 
-size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size_t bytes) {
+size_t CollectiveTask::track() {
   Messages& m = messages();
-  const size_t index = m.completed.size();
   m.completed.push_back(0);
   m.received.push_back(0);
   ++m.pending;
+  return m.completed.size() - 1;
+}
+
+size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size_t bytes) {
+  const size_t index = track();
   group_.channel.send(group_.peers[static_cast<size_t>(member)], base_tag_ + step, data, bytes,
                       [m = messages_, index](const Status& s, size_t) {
                         --m->pending;
@@ -20,11 +24,7 @@ size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size
 }
 
 size_t CollectiveTask::recv_from(int member, uint32_t step, void* data, size_t bytes, bool exact) {
-  Messages& m = messages();
-  const size_t index = m.completed.size();
-  m.completed.push_back(0);
-  m.received.push_back(0);
-  ++m.pending;
+  const size_t index = track();
   group_.channel.recv(group_.peers[static_cast<size_t>(member)], base_tag_ + step, data, bytes,
                       [m = messages_, bytes, index, exact](const Status& s, size_t got) {
                         --m->pending;

@@ -81,6 +81,8 @@ class CollectiveTask {
     std::vector<char> completed;   // per message posted, in posting order
     std::vector<size_t> received;  // bytes that came, per receive
   };
+  // Counts a message about to be posted; its index.
+  size_t track();
   // Made at the first message: tasks that send none (the slot algorithms) allocate nothing.
   Messages& messages() {
     if (!messages_) messages_ = std::make_shared<Messages>();

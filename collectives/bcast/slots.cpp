@@ -2,36 +2,24 @@
 
 #include <cstring>
 
-#include "collectives/registry.h"
-#include "collectives/slot_exchange.h"
+#include "collectives/slot_task.h"
 
 namespace ibcoll::collectives {
 namespace {
 
-class SlotsBcast final : public CollectiveTask {
+class SlotsBcast final : public SlotTask {
  public:
   SlotsBcast(Group group, CollectiveArgs args, uint64_t base_tag)
-      : CollectiveTask(std::move(group), args, base_tag),
-        exchange_(group_, signature_of(Collective::bcast, args_)) {}
-
-  void start() override {}
-
-  State advance() override {
-    const size_t bytes = args_.count * type_size(args_.type);
-    const bool root = group_.rank == args_.root;
-    if (!exchange_.advance(args_.recv, root ? bytes : 0)) return State::running;
-    Status verdict = exchange_.verdict();
-    if (verdict.ok() && !root && bytes > 0) {
-      std::memcpy(args_.recv, exchange_.data_of(args_.root), bytes);
-    }
-    exchange_.release();
-    if (verdict.ok()) return State::done;
-    fail(std::move(verdict));
-    return State::failed;
-  }
+      : SlotTask(std::move(group), args, base_tag, Collective::bcast) {}
 
  private:
-  SlotExchange exchange_;
+  bool root() const { return group_.rank == args_.root; }
+  std::pair<const void*, size_t> contribution() const override {
+    return {args_.recv, root() ? bytes() : 0};
+  }
+  void consume(const SlotExchange& exchange) override {
+    if (!root() && bytes() > 0) std::memcpy(args_.recv, exchange.data_of(args_.root), bytes());
+  }
 };
 
 }  // namespace
