@@ -26,6 +26,8 @@ const Variable kVariables[] = {
     {"IBCOLL_BCAST_ALGO", "auto", "force a bcast algorithm (ibcoll_info lists them)"},
     {"IBCOLL_CHECK_CALLS", "1", "check that all ranks make the same collective call (0|1)"},
     {"IBCOLL_SHM_SLOTS", "1", "run small node-local collectives in the shared slot region (0|1)"},
+    {"IBCOLL_SHM_SINGLE_COPY", "0",
+     "node-local messages of at least this size are read from the sender (CMA); 0: rings only"},
     {"IBCOLL_DEVICE", "", "verbs device as name[:port]; empty: first active port"},
     {"IBCOLL_GID_INDEX", "auto", "RoCE GID index; auto prefers an IPv4-mapped RoCE v2 GID"},
     {"IBCOLL_XRC", "auto", "XRC shared receive queues: auto|on|off"},
@@ -157,6 +159,7 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   c.policy.bcast_algorithm = get("IBCOLL_BCAST_ALGO");
   c.policy.check_calls = parse_bool("IBCOLL_CHECK_CALLS", get("IBCOLL_CHECK_CALLS"));
   c.shm_slots = parse_bool("IBCOLL_SHM_SLOTS", get("IBCOLL_SHM_SLOTS"));
+  c.shm.single_copy_threshold = parse_size("IBCOLL_SHM_SINGLE_COPY", get("IBCOLL_SHM_SINGLE_COPY"));
 #ifdef IBCOLL_HAVE_VERBS
   auto& v = c.verbs;
   v.device = get("IBCOLL_DEVICE");

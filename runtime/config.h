@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "collectives/communicator.h"
 #include "transport/progress.h"
+#include "transport/shm/options.h"
 #ifdef IBCOLL_HAVE_VERBS
 #include "transport/verbs/options.h"
 #endif
@@ -43,6 +44,7 @@ struct Config {
   TransportMode transport = TransportMode::automatic;
   collectives::Policy policy;  // forced algorithms, call checks
   bool shm_slots = true;       // node-local communicators get the slot region
+  transport::shm::ShmOptions shm;
 #ifdef IBCOLL_HAVE_VERBS
   transport::verbs::Options verbs;
 #endif

@@ -36,7 +36,8 @@ std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
   job.store().barrier("shm-attached");  // every rank has it mapped: the name can go
   if (creator) segment->unlink();
   job.store().barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
-  return std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment));
+  return std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment),
+                                      job.config().shm);
 }
 
 ShmEndpoint::ShmEndpoint() {

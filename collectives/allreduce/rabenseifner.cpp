@@ -5,6 +5,7 @@
 
 #include "collectives/allreduce/folding.h"
 #include "collectives/partition.h"
+#include "collectives/scratch.h"
 
 namespace ibcoll::collectives {
 namespace {
@@ -19,7 +20,9 @@ class Rabenseifner final : public CollectiveTask {
     if (args_.send != args_.recv && args_.count > 0) {
       std::memcpy(result_, args_.send, args_.count * element_);
     }
-    incoming_.resize(args_.count * element_);
+    // Folding receives a whole vector; the first halving, the larger half.
+    incoming_.allocate(folding_.paired(group_.rank) ? args_.count * element_
+                                                    : (args_.count + 1) / 2 * element_);
     const int me = group_.rank;
     virtual_rank_ = folding_.virtual_rank(me);
     if (folding_.sits_out(me)) {
@@ -121,7 +124,7 @@ class Rabenseifner final : public CollectiveTask {
   Folding folding_{group_.size()};
   size_t element_ = 1;
   std::byte* result_ = nullptr;
-  std::vector<std::byte> incoming_;
+  Scratch incoming_;
   std::vector<Span> windows_;  // the window before each halving, innermost last
   Span window_;
   int virtual_rank_ = 0, mask_ = 1;

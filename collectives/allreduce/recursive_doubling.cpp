@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collectives/allreduce/folding.h"
+#include "collectives/scratch.h"
 #include "collectives/tags.h"
 
 namespace ibcoll::collectives {
@@ -33,8 +34,8 @@ class RecursiveDoubling final : public CollectiveTask {
     result_ = static_cast<std::byte*>(args_.recv);
     if (args_.send != args_.recv && bytes_ > 0) std::memcpy(result_, args_.send, bytes_);
     header_ = checked_ ? sizeof(Fields) : 0;
-    incoming_.resize(header_ + bytes_);
-    if (checked_) outgoing_.resize(header_ + bytes_);
+    incoming_.allocate(header_ + bytes_);
+    if (checked_) outgoing_.allocate(header_ + bytes_);
     const int me = group_.rank;
     virtual_rank_ = folding_.virtual_rank(me);
     if (folding_.sits_out(me)) {  // hand the data to the odd neighbour, wait for the result
@@ -163,7 +164,7 @@ class RecursiveDoubling final : public CollectiveTask {
   Fields agreed_{};
   size_t header_ = 0, bytes_ = 0, last_receive_ = 0;
   std::byte* result_ = nullptr;
-  std::vector<std::byte> incoming_, outgoing_;
+  Scratch incoming_, outgoing_;
   int virtual_rank_ = 0, mask_ = 1;
   Phase phase_ = Phase::doubling;
 };

@@ -6,6 +6,7 @@
 
 #include "collectives/partition.h"
 #include "collectives/reduce_kernels.h"
+#include "collectives/scratch.h"
 
 namespace ibcoll::collectives {
 namespace {
@@ -33,7 +34,7 @@ class RingAllreduce final : public CollectiveTask {
     if (n_ == 1 || args_.count == 0) return;
     const size_t largest_chunk = part(args_.count, n_, 0).count;
     segments_ = std::max<size_t>(1, (largest_chunk * element + kSegmentBytes - 1) / kSegmentBytes);
-    incoming_.resize(2 * largest_chunk * element);
+    incoming_.allocate(2 * largest_chunk * element);
     steps_ = n_ - 1;
     // Receives for the first two reduce-scatter steps (two staging halves), and every
     // allgather receive (straight into place).
@@ -117,7 +118,7 @@ class RingAllreduce final : public CollectiveTask {
 
   std::byte* result_ = nullptr;
   size_t n_ = 1, steps_ = 0, segments_ = 1;
-  std::vector<std::byte> incoming_;
+  Scratch incoming_;
   std::vector<size_t> rs_recvs_, allgather_recvs_;
   size_t rs_cursor_ = 0, ag_cursor_ = 0;
 };

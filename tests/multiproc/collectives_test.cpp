@@ -72,21 +72,25 @@ TEST(Collectives, WithoutSlotsOneToFiveRanks) {
   }
 }
 
-// 1 MiB + 5 and 16 MiB: fewer types (the kernels are the same at every size), every algorithm.
-TEST(Collectives, LargeMessagesEveryAlgorithm) {
-  for (const RankOptions& run : algorithm_choices()) {
-    for (int ranks : {2, 3, 4}) {
-      SCOPED_TRACE(label(run, ranks));
-      expect_all_ok(run_ranks(
-          ranks,
-          [](int, int) {
-            CapiRank r;
-            allreduce_sweep(r.world(), {DataType::float32}, {(1 << 20) / 4 + 5, 4 << 20});
-            allreduce_sweep(r.world(), {DataType::int8}, {(1 << 20) + 5});
-            bcast_every_root(r.world(), DataType::uint8, {(1 << 20) + 5, 16 << 20});
-            return 0;
-          },
-          run));
+// 1 MiB + 5 and 16 MiB: fewer types (the kernels are the same at every size), every algorithm;
+// through the rings, then with every message of 4 KiB or more read from its sender's memory.
+TEST(Collectives, LargeMessagesEveryAlgorithmRingsAndSingleCopy) {
+  for (const char* single_copy : {"0", "4K"}) {
+    for (RankOptions run : algorithm_choices()) {
+      run.environment["IBCOLL_SHM_SINGLE_COPY"] = single_copy;
+      for (int ranks : {2, 3, 4}) {
+        SCOPED_TRACE(label(run, ranks) + ", IBCOLL_SHM_SINGLE_COPY=" + single_copy);
+        expect_all_ok(run_ranks(
+            ranks,
+            [](int, int) {
+              CapiRank r;
+              allreduce_sweep(r.world(), {DataType::float32}, {(1 << 20) / 4 + 5, 4 << 20});
+              allreduce_sweep(r.world(), {DataType::int8}, {(1 << 20) + 5});
+              bcast_every_root(r.world(), DataType::uint8, {(1 << 20) + 5, 16 << 20});
+              return 0;
+            },
+            run));
+      }
     }
   }
 }

@@ -1,14 +1,24 @@
 // The shared-memory channel between real forked processes on this machine: messages of every
-// size through the rings, unexpected and truncated messages, a peer that dies, and the
-// segment's hygiene (0600, unlinked once everyone is attached).
+// size through the rings and by single copy (process_vm_readv), unexpected and truncated
+// messages, single copy refused by the kernel (a seccomp filter, as container runtimes
+// install), a peer that dies, and the segment's hygiene (0600, unlinked once everyone is
+// attached).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <stdexcept>
 #include <thread>
 
 #include "runtime/shm_endpoint.h"
@@ -19,91 +29,152 @@ namespace {
 
 const std::vector<size_t> kSizes{0, 1, 7, 16360, 16361, 65537, (1 << 20) + 5, 16 << 20};
 
-TEST(ShmChannel, AllToAllEverySizeWithTwoThreeAndFourRanks) {
-  for (int ranks : {2, 3, 4}) {
-    expect_all_ok(run_ranks(ranks, [](int, int) {
-      runtime::ShmEndpoint r;
-      exchange_all_to_all(r, r.channel(), kSizes);
-      r.store().barrier("end");
-      return 0;
-    }));
+// Every message through the rings ("0"), or every one but the empty ones by single copy ("1").
+RankOptions single_copy_from(const char* threshold) {
+  RankOptions options;
+  options.environment["IBCOLL_SHM_SINGLE_COPY"] = threshold;
+  return options;
+}
+
+// From here on, process_vm_readv fails with EPERM in this process, as in a container whose
+// seccomp profile forbids it. (Matches the syscall number of the native ABI only: enough here.)
+void forbid_reading_other_processes() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+    throw std::runtime_error(std::string("seccomp: ") + std::strerror(errno));
   }
+}
+
+TEST(ShmChannel, AllToAllEverySizeWithTwoThreeAndFourRanks) {
+  for (const char* threshold : {"0", "1"}) {
+    for (int ranks : {2, 3, 4}) {
+      SCOPED_TRACE(std::string("IBCOLL_SHM_SINGLE_COPY=") + threshold);
+      expect_all_ok(run_ranks(
+          ranks,
+          [](int, int) {
+            runtime::ShmEndpoint r;
+            exchange_all_to_all(r, r.channel(), kSizes);
+            r.store().barrier("end");
+            return 0;
+          },
+          single_copy_from(threshold)));
+    }
+  }
+}
+
+// Rank 1 may not read rank 0's memory: it refuses each rendezvous, and rank 0 copies those
+// messages through the ring instead. Rank 0 still reads rank 1's directly. Every byte arrives.
+TEST(ShmChannel, RefusedSingleCopyFallsBackToTheRing) {
+  expect_all_ok(run_ranks(
+      2,
+      [](int me, int) {
+        runtime::ShmEndpoint r;
+        if (me == 1) {
+          forbid_reading_other_processes();
+          std::byte probe{}, into{};
+          iovec local{&into, 1}, remote{&probe, 1};
+          RANK_CHECK(process_vm_readv(getpid(), &local, 1, &remote, 1, 0) < 0 && errno == EPERM,
+                     "the seccomp filter did not take");
+        }
+        exchange_all_to_all(r, r.channel(), kSizes);
+        exchange_all_to_all(r, r.channel(), kSizes);  // after the refusal: straight to the ring
+        r.store().barrier("end");
+        return 0;
+      },
+      single_copy_from("1")));
 }
 
 // Messages sent long before their receive is posted wait in the unexpected queue intact, in
 // order per tag; a buffer too small for its message completes with `truncated`.
 TEST(ShmChannel, UnexpectedAndTruncatedMessages) {
-  expect_all_ok(run_ranks(2, [](int me, int) {
-    runtime::ShmEndpoint r;
-    std::vector<std::byte> big(3 << 20), small(100);
-    if (me == 0) {
-      Transfer a, b, c;
-      for (size_t i = 0; i < big.size(); ++i)
-        big[i] = pattern_byte(0, 1, 1, i);
-      r.channel().send(1, 1, big.data(), big.size(), record(a));
-      r.channel().send(1, 1, big.data(), 1000, record(b));
-      r.channel().send(1, 2, big.data(), big.size(), record(c));
-      r.wait([&] { return a.done && b.done && c.done; }, "sends");
-      RANK_CHECK(a.status.ok() && b.status.ok() && c.status.ok(), "send failed");
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let them arrive first
-      Transfer first, second, truncated;
-      first.buffer.resize(big.size());
-      second.buffer.resize(1000);
-      r.channel().recv(0, 1, first.buffer.data(), first.buffer.size(), record(first));
-      r.channel().recv(0, 1, second.buffer.data(), 1000, record(second));
-      r.channel().recv(0, 2, small.data(), small.size(), record(truncated));
-      r.wait([&] { return first.done && second.done && truncated.done; }, "receives");
-      RANK_CHECK(first.status.ok() && first.bytes == big.size(), first.status.to_string());
-      RANK_CHECK(second.status.ok() && second.bytes == 1000, second.status.to_string());
-      for (size_t i = 0; i < big.size(); ++i) {
-        RANK_CHECK(first.buffer[i] == pattern_byte(0, 1, 1, i), "first message byte");
-      }
-      RANK_CHECK(second.buffer[999] == pattern_byte(0, 1, 1, 999), "second message byte");
-      RANK_CHECK(truncated.status.code() == Code::truncated && truncated.bytes == 100,
-                 truncated.status.to_string());
-      RANK_CHECK(small[99] == pattern_byte(0, 1, 1, 99), "truncated payload");
-    }
-    r.store().barrier("end");
-    return 0;
-  }));
+  for (const char* threshold : {"0", "1"}) {
+    SCOPED_TRACE(std::string("IBCOLL_SHM_SINGLE_COPY=") + threshold);
+    expect_all_ok(run_ranks(
+        2,
+        [](int me, int) {
+          runtime::ShmEndpoint r;
+          std::vector<std::byte> big(3 << 20), small(100);
+          if (me == 0) {
+            Transfer a, b, c;
+            for (size_t i = 0; i < big.size(); ++i)
+              big[i] = pattern_byte(0, 1, 1, i);
+            r.channel().send(1, 1, big.data(), big.size(), record(a));
+            r.channel().send(1, 1, big.data(), 1000, record(b));
+            r.channel().send(1, 2, big.data(), big.size(), record(c));
+            r.wait([&] { return a.done && b.done && c.done; }, "sends");
+            RANK_CHECK(a.status.ok() && b.status.ok() && c.status.ok(), "send failed");
+          } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let them arrive first
+            Transfer first, second, truncated;
+            first.buffer.resize(big.size());
+            second.buffer.resize(1000);
+            r.channel().recv(0, 1, first.buffer.data(), first.buffer.size(), record(first));
+            r.channel().recv(0, 1, second.buffer.data(), 1000, record(second));
+            r.channel().recv(0, 2, small.data(), small.size(), record(truncated));
+            r.wait([&] { return first.done && second.done && truncated.done; }, "receives");
+            RANK_CHECK(first.status.ok() && first.bytes == big.size(), first.status.to_string());
+            RANK_CHECK(second.status.ok() && second.bytes == 1000, second.status.to_string());
+            for (size_t i = 0; i < big.size(); ++i) {
+              RANK_CHECK(first.buffer[i] == pattern_byte(0, 1, 1, i), "first message byte");
+            }
+            RANK_CHECK(second.buffer[999] == pattern_byte(0, 1, 1, 999), "second message byte");
+            RANK_CHECK(truncated.status.code() == Code::truncated && truncated.bytes == 100,
+                       truncated.status.to_string());
+            RANK_CHECK(small[99] == pattern_byte(0, 1, 1, 99), "truncated payload");
+          }
+          r.store().barrier("end");
+          return 0;
+        },
+        single_copy_from(threshold)));
+  }
 }
 
 // A rank killed while the others wait on it: their operations with it fail naming it, and
 // they go on exchanging with each other.
 TEST(ShmChannel, KilledPeerFailsItsOperationsOnly) {
-  RankOptions options;
-  options.environment["IBCOLL_TIMEOUT"] = "20s";
-  auto exits = run_ranks(
-      3,
-      [](int me, int) {
-        runtime::ShmEndpoint r;
-        if (me == 2) {
+  for (const char* threshold : {"0", "1"}) {
+    SCOPED_TRACE(std::string("IBCOLL_SHM_SINGLE_COPY=") + threshold);
+    RankOptions options = single_copy_from(threshold);
+    options.environment["IBCOLL_TIMEOUT"] = "20s";
+    auto exits = run_ranks(
+        3,
+        [](int me, int) {
+          runtime::ShmEndpoint r;
+          if (me == 2) {
+            r.store().barrier("ready");
+            raise(SIGKILL);
+          }
           r.store().barrier("ready");
-          raise(SIGKILL);
-        }
-        r.store().barrier("ready");
-        Transfer from_dead, to_dead;
-        std::vector<std::byte> big(8 << 20), in(8 << 20);
-        r.channel().recv(2, 1, in.data(), in.size(), record(from_dead));
-        r.channel().send(2, 1, big.data(), big.size(), record(to_dead));  // fills the ring
-        r.wait([&] { return from_dead.done && to_dead.done; }, "operations with the dead peer");
-        for (Transfer* t : {&from_dead, &to_dead}) {
-          RANK_CHECK(t->status.code() == Code::peer_failed, t->status.to_string());
-          RANK_CHECK(t->status.message().find("peer 2 (pid") != std::string::npos,
-                     t->status.message());
-        }
-        Transfer out, back;
-        char ping = 'p', pong = 0;
-        r.channel().send(1 - me, 2, &ping, 1, record(out));
-        r.channel().recv(1 - me, 2, &pong, 1, record(back));
-        r.wait([&] { return out.done && back.done; }, "survivors");
-        RANK_CHECK(back.status.ok() && pong == 'p', back.status.to_string());
-        return 0;
-      },
-      options);
-  EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
-  EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+          Transfer from_dead, to_dead;
+          std::vector<std::byte> big(8 << 20), in(8 << 20);
+          r.channel().recv(2, 1, in.data(), in.size(), record(from_dead));
+          // Fills the ring, or waits for an answer to its rendezvous.
+          r.channel().send(2, 1, big.data(), big.size(), record(to_dead));
+          r.wait([&] { return from_dead.done && to_dead.done; }, "operations with the dead peer");
+          for (Transfer* t : {&from_dead, &to_dead}) {
+            RANK_CHECK(t->status.code() == Code::peer_failed, t->status.to_string());
+            RANK_CHECK(t->status.message().find("peer 2 (pid") != std::string::npos,
+                       t->status.message());
+          }
+          Transfer out, back;
+          char ping = 'p', pong = 0;
+          r.channel().send(1 - me, 2, &ping, 1, record(out));
+          r.channel().recv(1 - me, 2, &pong, 1, record(back));
+          r.wait([&] { return out.done && back.done; }, "survivors");
+          RANK_CHECK(back.status.ok() && pong == 'p', back.status.to_string());
+          return 0;
+        },
+        options);
+    EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
+    EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+  }
 }
 
 TEST(ShmChannel, SegmentIsUnlinkedOnceAttachedAndBadArgumentsAreNamed) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "base/log.h"
 #include "transport/shm/process.h"
@@ -28,12 +29,11 @@ size_t ShmChannel::segment_bytes(int size) {
   return rings_end(size) + SlotRegion::bytes(size);
 }
 
-ShmChannel::ShmChannel(int rank, int size, SharedSegment segment,
-                       std::chrono::milliseconds liveness_interval)
+ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions options)
     : rank_(rank),
       size_(size),
       segment_(std::move(segment)),
-      liveness_interval_(liveness_interval),
+      options_(options),
       slots_(segment_.data() + rings_end(size), size, pids()) {
   if (size < 1 || static_cast<size_t>(size) * sizeof(pid_t) > kControlBytes) {
     throw Error(Code::invalid_argument,
@@ -62,7 +62,10 @@ void ShmChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
   check_send(peer, buffer, length, done);
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.failed) return completions_.add(std::move(done), p.failure, 0);
-  p.outgoing.push_back({tag, static_cast<const std::byte*>(buffer), length, 0, std::move(done)});
+  const bool single_copy = p.single_copy && options_.single_copy_threshold != 0 &&
+                           length >= options_.single_copy_threshold;
+  p.outgoing.push_back({single_copy ? Kind::rendezvous : Kind::first, tag,
+                        static_cast<const std::byte*>(buffer), length, 0, std::move(done)});
   fill(peer);
 }
 
@@ -72,11 +75,12 @@ void ShmChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Com
   PostedRecv posted{static_cast<std::byte*>(buffer), capacity, std::move(done)};
   if (auto arrival = matches_.take_unexpected({peer, tag})) {
     Unexpected& u = **arrival;
-    if (u.received == u.bytes.size()) {
-      if (const size_t n = std::min(capacity, u.bytes.size())) {
-        std::memcpy(posted.buffer, u.bytes.data(), n);
+    if (u.remote) return read_remote(peer, *u.remote, std::move(posted));
+    if (u.received == u.total) {
+      if (const size_t n = std::min(capacity, u.total)) {
+        std::memcpy(posted.buffer, u.bytes.get(), n);
       }
-      return finish(peer, posted, u.bytes.size());
+      return finish(peer, posted, u.total);
     }
     u.waiter = std::make_unique<PostedRecv>(std::move(posted));  // still arriving
     return;
@@ -124,39 +128,132 @@ int ShmChannel::fill(int peer) {
   while (!p.outgoing.empty()) {
     std::byte* slot = p.to.slot_to_fill();
     if (!slot) break;
-    SendOp& op = p.outgoing.front();
-    const size_t bytes = std::min(kFragmentPayload, op.length - op.sent);
-    const FragmentHeader header{op.tag, op.length, static_cast<uint32_t>(bytes), op.sent == 0};
-    std::memcpy(slot, &header, sizeof(header));
-    if (bytes) std::memcpy(slot + sizeof(header), op.data + op.sent, bytes);
-    p.to.publish();
-    op.sent += bytes;
+    publish(p, slot, p.outgoing.front());
     ++fragments;
-    if (op.sent == op.length) {
-      completions_.add(std::move(op.done), Status(), op.length);
-      p.outgoing.pop_front();
-    }
   }
   return fragments;
 }
 
+// Writes the next fragment of `op` (the front of p.outgoing) into `slot`; pops the op once it
+// has nothing more to say.
+void ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
+  FragmentHeader header{op.tag, op.length, 0, op.sent == 0 ? op.kind : Kind::more};
+  switch (header.kind) {
+    case Kind::rendezvous: {
+      const RemoteMessage remote{p.next_rendezvous++, reinterpret_cast<uint64_t>(op.data),
+                                 op.length};
+      header.bytes = sizeof(remote);
+      std::memcpy(slot + sizeof(header), &remote, sizeof(remote));
+      std::memcpy(slot, &header, sizeof(header));
+      p.to.publish();
+      p.awaiting_answer.emplace(remote.id, std::move(op));
+      break;
+    }
+    case Kind::done:
+    case Kind::refused:
+      std::memcpy(slot, &header, sizeof(header));
+      p.to.publish();
+      break;
+    case Kind::first:
+    case Kind::fallback:
+    case Kind::more: {
+      const size_t bytes = std::min(kFragmentPayload, op.length - op.sent);
+      header.bytes = static_cast<uint32_t>(bytes);
+      std::memcpy(slot, &header, sizeof(header));
+      if (bytes) std::memcpy(slot + sizeof(header), op.data + op.sent, bytes);
+      p.to.publish();
+      op.sent += bytes;
+      if (op.sent < op.length) return;
+      completions_.add(std::move(op.done), Status(), op.length);
+      break;
+    }
+  }
+  p.outgoing.pop_front();
+}
+
 void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::byte* payload) {
   Peer& p = peers_[static_cast<size_t>(peer)];
+  switch (header.kind) {
+    case Kind::rendezvous: {
+      RemoteMessage remote;
+      std::memcpy(&remote, payload, sizeof(remote));
+      if (auto posted = matches_.take_posted({peer, header.tag})) {
+        --p.waiting;
+        read_remote(peer, remote, std::move(*posted));
+      } else {
+        auto arrival = std::make_shared<Unexpected>();
+        arrival->remote = remote;
+        matches_.add_unexpected({peer, header.tag}, std::move(arrival));
+      }
+      return;
+    }
+    case Kind::done:
+    case Kind::refused:
+      return on_answer(peer, header);
+    case Kind::first:
+    case Kind::fallback:
+    case Kind::more:
+      return on_data(peer, header, payload);
+  }
+}
+
+void ShmChannel::on_answer(int peer, const FragmentHeader& header) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  auto found = p.awaiting_answer.find(header.tag);
+  if (found == p.awaiting_answer.end()) {
+    return fail_peer(peer, Status(Code::peer_failed, "peer " + std::to_string(peer) +
+                                                         " answered an unknown rendezvous"));
+  }
+  SendOp op = std::move(found->second);
+  p.awaiting_answer.erase(found);
+  if (header.kind == Kind::done) return completions_.add(std::move(op.done), Status(), op.length);
+  p.single_copy = false;  // it cannot read us: copy this and later messages through
+  p.outgoing.push_back({Kind::fallback, header.tag, op.data, op.length, 0, std::move(op.done)});
+}
+
+void ShmChannel::read_remote(int peer, const RemoteMessage& remote, PostedRecv posted) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  const size_t bytes = std::min<size_t>(posted.capacity, remote.length);
+  const int error = read_process_memory(pids()[peer], remote.address, posted.buffer, bytes);
+  if (error == 0) {
+    p.outgoing.push_back({Kind::done, remote.id, nullptr, 0, 0, nullptr});
+    finish(peer, posted, remote.length);
+  } else {
+    // ESRCH (it died) lands here too, and the liveness check fails the receive.
+    if (!std::exchange(p.refused_single_copy, true))
+      IBCOLL_LOG(info, "single copy from peer " << peer << " refused (" << std::strerror(error)
+                                                << "): it copies through the ring instead");
+    p.awaiting_copy.emplace(remote.id, std::move(posted));
+    p.outgoing.push_back({Kind::refused, remote.id, nullptr, 0, 0, nullptr});
+  }
+  fill(peer);
+}
+
+void ShmChannel::on_data(int peer, const FragmentHeader& header, const std::byte* payload) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
   Incoming& in = p.incoming;
-  if (header.first) {
+  if (header.kind == Kind::first) {
     in = Incoming{true, header.total, 0, {}, nullptr};
     if (auto posted = matches_.take_posted({peer, header.tag})) {
       --p.waiting;
       in.posted = std::move(*posted);
     } else {
       in.unexpected = std::make_shared<Unexpected>();
-      in.unexpected->bytes.resize(header.total);
+      in.unexpected->bytes = std::make_unique_for_overwrite<std::byte[]>(header.total);
+      in.unexpected->total = header.total;
       matches_.add_unexpected({peer, header.tag}, in.unexpected);
     }
+  } else if (header.kind == Kind::fallback) {
+    auto waiting = p.awaiting_copy.extract(header.tag);
+    if (waiting.empty()) {
+      return fail_peer(peer, Status(Code::peer_failed, "peer " + std::to_string(peer) +
+                                                           " copied an unknown rendezvous"));
+    }
+    in = Incoming{true, header.total, 0, std::move(waiting.mapped()), nullptr};
   }
   const size_t offset = in.received;
   if (in.unexpected) {
-    if (header.bytes) std::memcpy(in.unexpected->bytes.data() + offset, payload, header.bytes);
+    if (header.bytes) std::memcpy(in.unexpected->bytes.get() + offset, payload, header.bytes);
     in.unexpected->received += header.bytes;
   } else if (offset < in.posted.capacity) {
     std::memcpy(in.posted.buffer + offset, payload,
@@ -169,7 +266,7 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
   } else if (in.unexpected->waiter) {  // a receive took it while it was arriving
     PostedRecv& waiter = *in.unexpected->waiter;
     if (const size_t n = std::min(waiter.capacity, in.total)) {
-      std::memcpy(waiter.buffer, in.unexpected->bytes.data(), n);
+      std::memcpy(waiter.buffer, in.unexpected->bytes.get(), n);
     }
     finish(peer, waiter, in.total);
   }
@@ -184,11 +281,12 @@ void ShmChannel::finish(int peer, PostedRecv& recv, uint64_t total) {
 void ShmChannel::check_liveness() {
   const auto now = std::chrono::steady_clock::now();
   if (now < next_check_) return;
-  next_check_ = now + liveness_interval_;
+  next_check_ = now + options_.liveness_interval;
   // While anything is pending, every peer is checked: what we wait for may hang on another
   // peer's death (a collective waits on a partner that waits on the dead one).
   const bool busy = std::any_of(peers_.begin(), peers_.end(), [](const Peer& p) {
-    return p.waiting > 0 || !p.outgoing.empty() || p.incoming.active;
+    return p.waiting > 0 || !p.outgoing.empty() || p.incoming.active ||
+           !p.awaiting_answer.empty() || !p.awaiting_copy.empty();
   });
   if (!busy) return;
   for (int peer = 0; peer < size_; ++peer) {
@@ -209,9 +307,16 @@ void ShmChannel::fail_peer(int peer, const Status& status) {
   p.failed = true;
   p.failure = status;
   IBCOLL_LOG(warn, "peer " << peer << " failed: " << status.message());
-  for (SendOp& op : p.outgoing)
-    completions_.add(std::move(op.done), status, 0);
+  for (SendOp& op : p.outgoing) {
+    if (op.done) completions_.add(std::move(op.done), status, 0);  // answers have none
+  }
   p.outgoing.clear();
+  for (auto& [id, op] : p.awaiting_answer)
+    completions_.add(std::move(op.done), status, 0);
+  p.awaiting_answer.clear();
+  for (auto& [id, recv] : p.awaiting_copy)
+    completions_.add(std::move(recv.done), status, 0);
+  p.awaiting_copy.clear();
   if (p.incoming.active) {
     if (!p.incoming.unexpected) {
       completions_.add(std::move(p.incoming.posted.done), status, 0);

@@ -1,9 +1,17 @@
 // ShmChannel: the Channel between ranks of one node, through a SharedSegment. Each ordered
 // pair of ranks has a Ring; a message travels as fragments of up to a slot each (a header
-// saying tag and total length, then bytes), so messages of any size are copied through in a
-// pipeline, in order per pair. Receivers match the first fragment by (peer, tag); fragments
-// of a message nobody waits for yet collect in the unexpected queue. A peer whose process has
-// exited (checked while something waits on it) fails every operation with it.
+// saying kind, tag and total length, then bytes), so messages of any size are copied through
+// in a pipeline, in order per pair. Receivers match the first fragment by (peer, tag);
+// fragments of a message nobody waits for yet collect in the unexpected queue.
+//
+// Large messages go by single copy instead: the sender publishes only where the message lies
+// (a rendezvous), the receiver copies it straight from the sender's memory into its buffer
+// (process_vm_readv) once its receive is posted, and answers "done", which completes the send.
+// Where the kernel refuses (containers' seccomp profiles, Yama), the receiver answers
+// "refused" and the sender copies that message, and every later one, through the ring.
+//
+// A peer whose process has exited (checked while something waits on it) fails every operation
+// with it.
 #pragma once
 
 #include <sys/types.h>
@@ -11,12 +19,15 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "transport/channel.h"
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
+#include "transport/shm/options.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/slot_region.h"
@@ -28,10 +39,8 @@ class ShmChannel final : public Channel {
   // Bytes of the segment for `size` local ranks.
   static size_t segment_bytes(int size);
 
-  // Every local rank passes the same (attached) segment; `liveness_interval` is how often a
-  // waiting rank checks that its peers' processes still exist.
-  ShmChannel(int rank, int size, SharedSegment segment,
-             std::chrono::milliseconds liveness_interval = std::chrono::milliseconds(100));
+  // Every local rank passes the same (attached) segment.
+  ShmChannel(int rank, int size, SharedSegment segment, ShmOptions options = {});
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -48,20 +57,34 @@ class ShmChannel final : public Channel {
   const SlotRegion& slots() const { return slots_; }
 
  private:
+  enum class Kind : uint32_t {
+    more,        // a later fragment of the message being copied through
+    first,       // the first fragment of a message for (peer, tag)
+    rendezvous,  // a message to read from the sender: tag, total, then a RemoteMessage
+    done,        // the receiver has read rendezvous `tag` (its id)
+    refused,     // the receiver could not read rendezvous `tag`: copy it through
+    fallback,    // the first fragment of rendezvous `tag` copied through after all
+  };
   struct FragmentHeader {
-    uint64_t tag;
+    uint64_t tag;    // or, for the rendezvous answers and fallbacks, the rendezvous id
     uint64_t total;  // bytes of the whole message
     uint32_t bytes;  // bytes in this fragment
-    uint32_t first;  // 1 on a message's first fragment
+    Kind kind;
   };
   static constexpr size_t kFragmentPayload = Ring::kSlotBytes - sizeof(FragmentHeader);
 
+  struct RemoteMessage {
+    uint64_t id;       // the sender's, to answer with
+    uint64_t address;  // where the bytes lie in the sender
+    uint64_t length;
+  };
   struct SendOp {
-    uint64_t tag;
-    const std::byte* data;
-    size_t length;
+    Kind kind;     // of the first fragment: first, rendezvous, fallback, done or refused
+    uint64_t tag;  // or the rendezvous id
+    const std::byte* data = nullptr;
+    size_t length = 0;
     size_t sent = 0;
-    Completion done;
+    Completion done;  // none for done and refused
   };
   struct PostedRecv {
     std::byte* buffer;
@@ -70,7 +93,9 @@ class ShmChannel final : public Channel {
   };
   // A message that arrived (or is arriving) before its receive was posted.
   struct Unexpected {
-    std::vector<std::byte> bytes;
+    std::optional<RemoteMessage> remote;  // a rendezvous: nothing copied until a receive
+    std::unique_ptr<std::byte[]> bytes;   // uninitialised: the fragments fill it
+    size_t total = 0;
     size_t received = 0;
     std::unique_ptr<PostedRecv> waiter;  // a receive that matched it before it was complete
   };
@@ -87,14 +112,24 @@ class ShmChannel final : public Channel {
     Ring to, from;  // our ring to the peer, the peer's ring to us
     std::deque<SendOp> outgoing;
     Incoming incoming;
-    size_t waiting = 0;  // posted receives for this peer
+    bool single_copy = true;           // until the peer refuses a rendezvous
+    bool refused_single_copy = false;  // we could not read the peer (said once)
+    uint64_t next_rendezvous = 0;
+    std::unordered_map<uint64_t, SendOp> awaiting_answer;    // rendezvous sent, by id
+    std::unordered_map<uint64_t, PostedRecv> awaiting_copy;  // rendezvous refused, by id
+    size_t waiting = 0;                                      // posted receives for this peer
     bool failed = false;
     Status failure;
   };
 
   int drain(int peer);
   int fill(int peer);
+  void publish(Peer& p, std::byte* slot, SendOp& op);
   void on_fragment(int peer, const FragmentHeader& header, const std::byte* payload);
+  void on_data(int peer, const FragmentHeader& header, const std::byte* payload);
+  void on_answer(int peer, const FragmentHeader& header);
+  // Reads a rendezvous into a posted receive, or asks for it to be copied through.
+  void read_remote(int peer, const RemoteMessage& remote, PostedRecv posted);
   void finish(int peer, PostedRecv& recv, uint64_t total);
   void check_liveness();
   void fail_peer(int peer, const Status& status);
@@ -102,7 +137,7 @@ class ShmChannel final : public Channel {
 
   int rank_, size_;
   SharedSegment segment_;
-  std::chrono::milliseconds liveness_interval_;
+  ShmOptions options_;
   SlotRegion slots_;
   std::vector<Peer> peers_;
   MatchTable<PostedRecv, Arrival> matches_;
