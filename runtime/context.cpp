@@ -35,6 +35,21 @@ uint64_t digest_of(std::span<const int> ranks) {
   return h;
 }
 
+// Every rank in [0, size), none twice: else Error(invalid_argument) naming `ranks`.
+void check_rank_list(std::span<const int> ranks, int size) {
+  std::vector<bool> seen(static_cast<size_t>(size));
+  for (int r : ranks) {
+    if (r < 0 || r >= size) {
+      throw Error(Code::invalid_argument,
+                  "ranks: " + std::to_string(r) + " is outside [0, " + std::to_string(size) + ")");
+    }
+    if (seen[static_cast<size_t>(r)]) {
+      throw Error(Code::invalid_argument, "ranks: " + std::to_string(r) + " is listed twice");
+    }
+    seen[static_cast<size_t>(r)] = true;
+  }
+}
+
 }  // namespace
 
 Request::Request(Context& context, std::unique_ptr<collectives::Operation> operation)
@@ -48,19 +63,32 @@ Request::~Request() {
 }
 
 Context::Context() {
+  open_transports_and_world();
+}
+
+Context::Context(std::unique_ptr<Bootstrap> bootstrap) : job_(std::move(bootstrap)) {
+  open_transports_and_world();
+}
+
+void Context::open_transports_and_world() {
   open_transports();
   std::vector<int> everyone(static_cast<size_t>(job_.size()));
   std::iota(everyone.begin(), everyone.end(), 0);
-  auto slots = slot_group(everyone, 1);
-  world_ = std::make_unique<Communicator>(*channel_, std::move(everyone), job_.rank(), 1,
-                                          job_.config().policy, std::move(slots));
+  world_ = make_communicator(std::move(everyone), job_.rank(), 1);
+}
+
+std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> members, int rank,
+                                                         uint16_t id) {
+  auto slots = slot_group(members, id);
+  return std::make_unique<Communicator>(*channel_, std::move(members), rank, id,
+                                        job_.config().policy, std::move(slots));
 }
 
 Context::~Context() {
   // No rank may tear down its transports while a peer still needs them (a message it sent
   // may still be on the wire), so the last step is a barrier of the whole job.
   try {
-    job_.store().barrier("finalize");
+    job_.bootstrap().barrier("finalize");
   } catch (const Error& e) {
     IBCOLL_LOG(warn, "leaving without every rank: " << e.what());
   }
@@ -70,7 +98,7 @@ Context::~Context() {
 void Context::open_transports() {
   const Config& config = job_.config();
   const std::string node = this_node(config);
-  nodes_ = job_.store().allgather("node", node);
+  nodes_ = job_.bootstrap().allgather("node", node);
   std::vector<int>& node_ranks = node_ranks_;
   for (int r = 0; r < job_.size(); ++r) {
     if (nodes_[static_cast<size_t>(r)] == node) node_ranks.push_back(r);
@@ -176,17 +204,7 @@ std::unique_ptr<Communicator> Context::split(Communicator& parent, int color, in
 }
 
 std::unique_ptr<Communicator> Context::create(Communicator& parent, std::span<const int> ranks) {
-  std::vector<bool> seen(static_cast<size_t>(parent.size()));
-  for (int r : ranks) {
-    if (r < 0 || r >= parent.size()) {
-      throw Error(Code::invalid_argument, "ranks: " + std::to_string(r) + " is outside [0, " +
-                                              std::to_string(parent.size()) + ")");
-    }
-    if (seen[static_cast<size_t>(r)]) {
-      throw Error(Code::invalid_argument, "ranks: " + std::to_string(r) + " is listed twice");
-    }
-    seen[static_cast<size_t>(r)] = true;
-  }
+  check_rank_list(ranks, parent.size());
   const auto position = std::find(ranks.begin(), ranks.end(), parent.rank());
   const bool member = position != ranks.end();
   return create_group(parent, member ? 0 : -1,
@@ -215,7 +233,7 @@ std::unique_ptr<Communicator> Context::create_group(Communicator& parent, int co
   if (id > UINT16_MAX) {
     throw Error(Code::system_error, "communicator: all 65535 communicator ids are used");
   }
-  next_communicator_id_ = static_cast<uint16_t>(id + 1);
+  next_communicator_id_ = static_cast<uint32_t>(id + 1);
   if (color < 0) return nullptr;
   std::vector<size_t> chosen;
   for (size_t r = 0; r < n; ++r) {
@@ -229,10 +247,25 @@ std::unique_ptr<Communicator> Context::create_group(Communicator& parent, int co
     if (r == me) rank = static_cast<int>(members.size());
     members.push_back(parent.members()[r]);
   }
-  auto slots = slot_group(members, static_cast<uint16_t>(id));
-  return std::make_unique<Communicator>(*channel_, std::move(members), rank,
-                                        static_cast<uint16_t>(id), job_.config().policy,
-                                        std::move(slots));
+  return make_communicator(std::move(members), rank, static_cast<uint16_t>(id));
+}
+
+std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, uint32_t id) {
+  if (id < next_communicator_id_ || id > UINT16_MAX) {
+    throw Error(Code::invalid_argument,
+                "id: " + std::to_string(id) +
+                    " is not free here (free ids: " + std::to_string(next_communicator_id_) +
+                    "..65535; pass the largest next free id of the members)");
+  }
+  check_rank_list(ranks, job_.size());
+  const auto position = std::find(ranks.begin(), ranks.end(), job_.rank());
+  const int rank = position == ranks.end() ? -1 : static_cast<int>(position - ranks.begin());
+  if (rank < 0) {
+    throw Error(Code::invalid_argument,
+                "ranks: this process (rank " + std::to_string(job_.rank()) + ") is not listed");
+  }
+  next_communicator_id_ = static_cast<uint32_t>(id + 1);
+  return make_communicator({ranks.begin(), ranks.end()}, rank, static_cast<uint16_t>(id));
 }
 
 std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>& members,

@@ -43,6 +43,8 @@ class Request {
 class Context {
  public:
   Context();  // from the environment; throws Error naming what is wrong
+  // With the caller's bootstrap (rank and size come from it). Collective.
+  explicit Context(std::unique_ptr<Bootstrap> bootstrap);
   ~Context();
 
   collectives::Communicator& world() { return *world_; }
@@ -57,6 +59,12 @@ class Context {
   // ranks form a communicator in list order; null elsewhere.
   std::unique_ptr<collectives::Communicator> create(collectives::Communicator& parent,
                                                     std::span<const int> ranks);
+  // For a caller that agrees on communicators by its own means (an MPI library): this
+  // process's next free communicator id, and, not collective, a communicator of `ranks` (job
+  // ranks, this one among them) with `id`, which every member passes alike and which is at
+  // least every member's next free id (their maximum).
+  uint32_t next_free_id() const { return next_communicator_id_; }
+  std::unique_ptr<collectives::Communicator> from_ranks(std::span<const int> ranks, uint32_t id);
 
   // Starts a collective call (arguments checked first: Error(invalid_argument)).
   std::unique_ptr<Request> start(collectives::Communicator& communicator,
@@ -73,7 +81,11 @@ class Context {
  private:
   friend class Request;
   void advance_all();
+  // The constructors' common part, once the job is there.
+  void open_transports_and_world();
   void open_transports();
+  std::unique_ptr<collectives::Communicator> make_communicator(std::vector<int> members, int rank,
+                                                               uint16_t id);
   std::unique_ptr<collectives::Communicator> create_group(collectives::Communicator& parent,
                                                           int color, int key, uint64_t extra);
   // The slot region share of a communicator of these job ranks with this id, when it can
@@ -90,7 +102,7 @@ class Context {
 #endif
   std::unique_ptr<transport::RoutedChannel> channel_;
   std::unique_ptr<collectives::Communicator> world_;
-  uint16_t next_communicator_id_ = 2;  // 1 is the world's
+  uint32_t next_communicator_id_ = 2;  // 1 is the world's; ids end at 65535
   std::vector<collectives::Operation*> in_flight_;
 };
 

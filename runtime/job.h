@@ -1,12 +1,14 @@
-// Job: what every rank of a job has before any transport: its configuration, who it is
-// (launcher environment), the bootstrap store joined with the job secret, and a progress
-// engine. The endpoints (verbs, shared memory) build their channel on top of it.
+// Job: what every rank of a job has before any transport: its configuration, who it is, the
+// bootstrap (the TCP store joined with the job secret, from the launcher's environment; or one
+// the caller brings), and a progress engine. The endpoints (verbs, shared memory) build their
+// channel on top of it.
 #pragma once
 
 #include <functional>
+#include <memory>
 
+#include "runtime/bootstrap/bootstrap.h"
 #include "runtime/bootstrap/launch_env.h"
-#include "runtime/bootstrap/tcp_store.h"
 #include "runtime/config.h"
 #include "transport/progress.h"
 
@@ -15,12 +17,15 @@ namespace ibcoll::runtime {
 class Job {
  public:
   Job();  // from the environment; throws Error naming what is wrong
+  // Rank and size from `bootstrap`; the job's secret (which names the shared segment) is drawn
+  // by rank 0 and gathered. Collective.
+  explicit Job(std::unique_ptr<Bootstrap> bootstrap);
 
   int rank() const { return launch_.rank; }
   int size() const { return launch_.size; }
   const Config& config() const { return config_; }
   const LaunchInfo& launch() const { return launch_; }
-  TcpStore& store() { return store_; }
+  Bootstrap& bootstrap() { return *bootstrap_; }
   transport::ProgressEngine& engine() { return engine_; }
   // Drives progress until done(); throws Error(timeout) after IBCOLL_TIMEOUT.
   void wait(const std::function<bool()>& done, const char* what);
@@ -28,7 +33,7 @@ class Job {
  private:
   Config config_;
   LaunchInfo launch_;
-  TcpStore store_;
+  std::unique_ptr<Bootstrap> bootstrap_;
   transport::ProgressEngine engine_;
 };
 

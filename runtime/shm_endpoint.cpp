@@ -28,14 +28,14 @@ std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
   const size_t bytes = ShmChannel::segment_bytes(local_size);
   std::unique_ptr<SharedSegment> segment;
   if (creator) segment = std::make_unique<SharedSegment>(SharedSegment::create(name, bytes));
-  job.store().barrier("shm-created");
+  job.bootstrap().barrier("shm-created");
   if (!creator) {
     segment =
         std::make_unique<SharedSegment>(SharedSegment::open(name, bytes, job.config().timeout));
   }
-  job.store().barrier("shm-attached");  // every rank has it mapped: the name can go
+  job.bootstrap().barrier("shm-attached");  // every rank has it mapped: the name can go
   if (creator) segment->unlink();
-  job.store().barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
+  job.bootstrap().barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
   return std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment),
                                       job.config().shm);
 }

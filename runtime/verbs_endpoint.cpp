@@ -13,7 +13,7 @@ std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job) {
   const EndpointAddress mine = channel->local_address();
   std::string bytes(sizeof(mine), '\0');
   std::memcpy(bytes.data(), &mine, sizeof(mine));
-  const auto gathered = job.store().allgather("verbs-address", bytes);
+  const auto gathered = job.bootstrap().allgather("verbs-address", bytes);
   std::vector<EndpointAddress> all(gathered.size());
   for (size_t r = 0; r < all.size(); ++r) {
     if (gathered[r].size() != sizeof(EndpointAddress)) {

@@ -213,7 +213,7 @@ int run(const Args& a) {
         static_cast<unsigned long long>(c.handshake_retries));
   }
   std::fflush(stdout);
-  ep.store().barrier("pingpong-end");
+  ep.bootstrap().barrier("pingpong-end");
   return 0;
 }
 

@@ -84,6 +84,17 @@ const char* ibcoll_status_name(ibcoll_status_t status);
 /* Joins the job described by the environment (IBCOLL_* and the launcher's variables) and opens
  * the transports. Collective over every rank of the job. */
 ibcoll_status_t ibcoll_init(ibcoll_context_t* context);
+/* How a caller that already connects the ranks (an MPI library) bootstraps ibcoll instead of
+ * through the environment: `allgather` gathers `bytes` from every rank into `all` (size * bytes,
+ * in rank order), collectively over every rank of the job; it returns 0 on success. It is called
+ * during ibcoll_init_with and ibcoll_finalize only. Configuration still comes from IBCOLL_*. */
+typedef struct ibcoll_bootstrap {
+  int rank;
+  int size;
+  int (*allgather)(const void* mine, void* all, size_t bytes, void* state);
+  void* state;
+} ibcoll_bootstrap_t;
+ibcoll_status_t ibcoll_init_with(const ibcoll_bootstrap_t* bootstrap, ibcoll_context_t* context);
 /* Collective over every rank. Communicators and requests of the context must be freed first. */
 ibcoll_status_t ibcoll_finalize(ibcoll_context_t context);
 /* Polls the transports once and advances every call in flight. */
@@ -100,7 +111,14 @@ ibcoll_status_t ibcoll_comm_split(ibcoll_comm_t parent, int color, int key, ibco
  * communicator in list order; elsewhere *comm is set to NULL. */
 ibcoll_status_t ibcoll_comm_create(ibcoll_comm_t parent, const int* ranks, int count,
                                    ibcoll_comm_t* comm);
-/* Frees a communicator from split/create (not the world) and sets *comm to NULL. */
+/* For a caller that agrees on its communicators by its own means (an MPI library): this
+ * process's next free communicator id; and, not collective, the communicator of the listed job
+ * ranks (this one among them, in communicator order) with `id`. Every member passes the same
+ * list and id, and the id is at least every member's next free id: take their maximum. */
+ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id);
+ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* ranks, int count,
+                                       unsigned id, ibcoll_comm_t* comm);
+/* Frees a communicator from split/create/from_ranks (not the world) and sets *comm to NULL. */
 ibcoll_status_t ibcoll_comm_free(ibcoll_comm_t* comm);
 
 /* recv = send[rank 0] op send[rank 1] op ...: the same bits on every rank. `send` may equal

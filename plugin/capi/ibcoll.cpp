@@ -6,6 +6,7 @@
 #include <new>
 #include <string>
 
+#include "runtime/bootstrap/callback_bootstrap.h"
 #include "runtime/context.h"
 
 using ibcoll::Code;
@@ -197,6 +198,26 @@ ibcoll_status_t ibcoll_init(ibcoll_context_t* context) {
   });
 }
 
+ibcoll_status_t ibcoll_init_with(const ibcoll_bootstrap_t* bootstrap, ibcoll_context_t* context) {
+  return guarded([&] {
+    require(bootstrap, "bootstrap");
+    require(context, "context");
+    if (!bootstrap->allgather) invalid("bootstrap: allgather is null");
+    auto allgather = [gather = bootstrap->allgather, state = bootstrap->state](
+                         const void* mine, void* all, size_t bytes) {
+      return gather(mine, all, bytes, state) == 0;
+    };
+    auto created = std::make_unique<ibcoll_context>();
+    created->context = std::make_unique<ibcoll::runtime::Context>(
+        std::make_unique<ibcoll::runtime::CallbackBootstrap>(bootstrap->rank, bootstrap->size,
+                                                             allgather));
+    created->world = std::make_unique<ibcoll_comm>(
+        ibcoll_comm{created.get(), &created->context->world(), nullptr});
+    *context = created.release();
+    return Status();
+  });
+}
+
 ibcoll_status_t ibcoll_finalize(ibcoll_context_t context) {
   return guarded([&] {
     require(context, "context");
@@ -267,6 +288,29 @@ ibcoll_status_t ibcoll_comm_create(ibcoll_comm_t parent, const int* ranks, int c
     auto created = parent->owner->context->create(
         *parent->communicator, std::span<const int>(ranks, static_cast<size_t>(count)));
     *comm = adopt(parent->owner, std::move(created));
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id) {
+  return guarded([&] {
+    require(context, "context");
+    require(id, "id");
+    *id = context->context->next_free_id();
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* ranks, int count,
+                                       unsigned id, ibcoll_comm_t* comm) {
+  return guarded([&] {
+    require(context, "context");
+    require(comm, "comm");
+    if (count <= 0) invalid("count: " + std::to_string(count) + " is not positive");
+    require(ranks, "ranks");
+    auto created =
+        context->context->from_ranks(std::span<const int>(ranks, static_cast<size_t>(count)), id);
+    *comm = adopt(context, std::move(created));
     return Status();
   });
 }

@@ -332,8 +332,4 @@ std::vector<std::string> TcpStore::allgather(const std::string& name, const std:
   return all;
 }
 
-void TcpStore::barrier(const std::string& name) {
-  allgather(name, "");
-}
-
 }  // namespace ibcoll::runtime

@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "runtime/bootstrap/bootstrap.h"
+
 namespace ibcoll::runtime {
 
-class TcpStore {
+class TcpStore final : public Bootstrap {
  public:
   // `address` is host:port. Throws Error(invalid_argument) for a bad address or empty secret,
   // Error(timeout) if the server cannot be reached in time, Error(peer_failed) if it rejects us.
@@ -23,12 +25,10 @@ class TcpStore {
 
   void set(const std::string& key, const std::string& value);
   std::string get(const std::string& key);
-  // Every rank's `mine`, indexed by rank. `name` must be unique per call within the job.
-  std::vector<std::string> allgather(const std::string& name, const std::string& mine);
-  void barrier(const std::string& name);
+  std::vector<std::string> allgather(const std::string& name, const std::string& mine) override;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
 
  private:
   class Server;

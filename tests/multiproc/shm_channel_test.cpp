@@ -61,7 +61,7 @@ TEST(ShmChannel, AllToAllEverySizeWithTwoThreeAndFourRanks) {
           [](int, int) {
             runtime::ShmEndpoint r;
             exchange_all_to_all(r, r.channel(), kSizes);
-            r.store().barrier("end");
+            r.bootstrap().barrier("end");
             return 0;
           },
           single_copy_from(threshold)));
@@ -85,7 +85,7 @@ TEST(ShmChannel, RefusedSingleCopyFallsBackToTheRing) {
         }
         exchange_all_to_all(r, r.channel(), kSizes);
         exchange_all_to_all(r, r.channel(), kSizes);  // after the refusal: straight to the ring
-        r.store().barrier("end");
+        r.bootstrap().barrier("end");
         return 0;
       },
       single_copy_from("1")));
@@ -129,7 +129,7 @@ TEST(ShmChannel, UnexpectedAndTruncatedMessages) {
                        truncated.status.to_string());
             RANK_CHECK(small[99] == pattern_byte(0, 1, 1, 99), "truncated payload");
           }
-          r.store().barrier("end");
+          r.bootstrap().barrier("end");
           return 0;
         },
         single_copy_from(threshold)));
@@ -148,10 +148,10 @@ TEST(ShmChannel, KilledPeerFailsItsOperationsOnly) {
         [](int me, int) {
           runtime::ShmEndpoint r;
           if (me == 2) {
-            r.store().barrier("ready");
+            r.bootstrap().barrier("ready");
             raise(SIGKILL);
           }
-          r.store().barrier("ready");
+          r.bootstrap().barrier("ready");
           Transfer from_dead, to_dead;
           std::vector<std::byte> big(8 << 20), in(8 << 20);
           r.channel().recv(2, 1, in.data(), in.size(), record(from_dead));
@@ -200,7 +200,7 @@ TEST(ShmChannel, SegmentIsUnlinkedOnceAttachedAndBadArgumentsAreNamed) {
     } catch (const Error& e) {
       RANK_CHECK(std::string(e.what()).find("recv: buffer is null") != std::string::npos, e.what());
     }
-    r.store().barrier("end");
+    r.bootstrap().barrier("end");
     return 0;
   }));
 }

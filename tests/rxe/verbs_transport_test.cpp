@@ -37,7 +37,7 @@ int all_to_all(const std::vector<size_t>& sizes) {
   RANK_CHECK(c.connections == static_cast<uint64_t>(n - 1),
              "connections: " + std::to_string(c.connections));
   RANK_CHECK(c.failed_peers == 0, "a peer failed");
-  r.store().barrier("end");
+  r.bootstrap().barrier("end");
   return 0;
 }
 
@@ -123,7 +123,7 @@ TEST(VerbsTransport, ManyToOneBurstIntoSmallSrq) {
         }
         RANK_CHECK(failures.empty(), failures.empty() ? "" : failures.front().to_string());
         RANK_CHECK(r.channel().counters().failed_peers == 0, "a peer failed");
-        r.store().barrier("end");
+        r.bootstrap().barrier("end");
         return 0;
       },
       options);
@@ -163,7 +163,7 @@ TEST(VerbsTransport, ConnectsOnlyToPeersItTalksTo) {
     // RC QPs plus the one UD QP.
     RANK_CHECK(live_objects().qps == static_cast<int>(want) + 1,
                "live QPs: " + std::to_string(live_objects().qps));
-    r.store().barrier("end");
+    r.bootstrap().barrier("end");
     return 0;
   });
   expect_all_ok(exits);
@@ -404,7 +404,7 @@ TEST(VerbsTransport, BadMessageArgumentsAndTruncation) {
                rendezvous_in.status.to_string());
     RANK_CHECK(eager_out.status.ok() && rendezvous_out.status.ok(), "sender side failed");
     RANK_CHECK(small[9] == std::byte{7}, "truncated payload not delivered");
-    r.store().barrier("end");
+    r.bootstrap().barrier("end");
     return 0;
   });
   expect_all_ok(exits);
@@ -442,7 +442,7 @@ TEST(VerbsTransport, UnregistrableReceiveBufferFailsBothSides) {
       r.channel().recv(0, 10, in.data(), 100, record(again));
     r.wait([&] { return again.done; }, "message after the refusal");
     RANK_CHECK(again.status.ok(), again.status.to_string());
-    r.store().barrier("end");
+    r.bootstrap().barrier("end");
     return 0;
   });
   expect_all_ok(exits);

@@ -18,15 +18,21 @@ namespace {
 constexpr size_t kControlBytes = 4096;  // one pid per rank, then the rings
 constexpr uint32_t kPollsPerClockRead = 64;
 
-// Where the rings end (and the slot region starts, cache-line aligned).
+size_t pairs(int size) {
+  return static_cast<size_t>(size) * static_cast<size_t>(size);
+}
+// After the rings: the answer tables; then (cache-line aligned) the slot region.
 size_t rings_end(int size) {
-  return kControlBytes + static_cast<size_t>(size) * static_cast<size_t>(size) * Ring::kBytes;
+  return kControlBytes + pairs(size) * Ring::kBytes;
+}
+size_t answers_end(int size) {
+  return rings_end(size) + pairs(size) * Answers::kBytes;
 }
 
 }  // namespace
 
 size_t ShmChannel::segment_bytes(int size) {
-  return rings_end(size) + SlotRegion::bytes(size);
+  return answers_end(size) + SlotRegion::bytes(size);
 }
 
 ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions options)
@@ -34,7 +40,7 @@ ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions opt
       size_(size),
       segment_(std::move(segment)),
       options_(options),
-      slots_(segment_.data() + rings_end(size), size, pids()) {
+      slots_(segment_.data() + answers_end(size), size, pids()) {
   if (size < 1 || static_cast<size_t>(size) * sizeof(pid_t) > kControlBytes) {
     throw Error(Code::invalid_argument,
                 "size: " + std::to_string(size) + " local ranks do not fit a shared segment");
@@ -48,13 +54,20 @@ ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions opt
                                             " bytes, expected " +
                                             std::to_string(segment_bytes(size)));
   }
-  auto ring = [&](int from, int to) {
-    return Ring(segment_.data() + kControlBytes +
-                (static_cast<size_t>(from) * static_cast<size_t>(size) + static_cast<size_t>(to)) *
-                    Ring::kBytes);
+  auto pair = [&](int from, int to) {
+    return static_cast<size_t>(from) * static_cast<size_t>(size) + static_cast<size_t>(to);
   };
-  for (int peer = 0; peer < size; ++peer)
-    peers_.emplace_back(ring(rank, peer), ring(peer, rank));
+  auto ring = [&](int from, int to) {
+    return Ring(segment_.data() + kControlBytes + pair(from, to) * Ring::kBytes);
+  };
+  // The table of answers to `from`'s rendezvous with `to`.
+  auto answers = [&](int from, int to) {
+    return Answers(segment_.data() + rings_end(size) + pair(from, to) * Answers::kBytes);
+  };
+  for (int peer = 0; peer < size; ++peer) {
+    peers_.emplace_back(ring(rank, peer), ring(peer, rank), answers(rank, peer),
+                        answers(peer, rank));
+  }
   pids()[rank] = getpid();
 }
 
@@ -100,6 +113,7 @@ int ShmChannel::poll() {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_ || peers_[static_cast<size_t>(peer)].failed) continue;
     events += drain(peer);
+    events += collect_answers(peer);
     events += fill(peer);
   }
   if (++polls_since_check_ >= kPollsPerClockRead) {
@@ -127,8 +141,7 @@ int ShmChannel::fill(int peer) {
   int fragments = 0;
   while (!p.outgoing.empty()) {
     std::byte* slot = p.to.slot_to_fill();
-    if (!slot) break;
-    publish(p, slot, p.outgoing.front());
+    if (!slot || !publish(p, slot, p.outgoing.front())) break;
     ++fragments;
   }
   return fragments;
@@ -136,24 +149,24 @@ int ShmChannel::fill(int peer) {
 
 // Writes the next fragment of `op` (the front of p.outgoing) into `slot`; pops the op once it
 // has nothing more to say.
-void ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
+bool ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
   FragmentHeader header{op.tag, op.length, 0, op.sent == 0 ? op.kind : Kind::more};
   switch (header.kind) {
     case Kind::rendezvous: {
-      const RemoteMessage remote{p.next_rendezvous++, reinterpret_cast<uint64_t>(op.data),
-                                 op.length};
+      const uint64_t id = p.next_rendezvous;
+      if (id >= Answers::kEntries && p.awaiting_answer.count(id - Answers::kEntries)) {
+        return false;  // its entry still waits for an answer
+      }
+      ++p.next_rendezvous;
+      p.answers.open(id);
+      const RemoteMessage remote{id, reinterpret_cast<uint64_t>(op.data), op.length};
       header.bytes = sizeof(remote);
       std::memcpy(slot + sizeof(header), &remote, sizeof(remote));
       std::memcpy(slot, &header, sizeof(header));
       p.to.publish();
-      p.awaiting_answer.emplace(remote.id, std::move(op));
+      p.awaiting_answer.emplace(id, std::move(op));
       break;
     }
-    case Kind::done:
-    case Kind::refused:
-      std::memcpy(slot, &header, sizeof(header));
-      p.to.publish();
-      break;
     case Kind::first:
     case Kind::fallback:
     case Kind::more: {
@@ -163,12 +176,35 @@ void ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
       if (bytes) std::memcpy(slot + sizeof(header), op.data + op.sent, bytes);
       p.to.publish();
       op.sent += bytes;
-      if (op.sent < op.length) return;
+      if (op.sent < op.length) return true;
       completions_.add(std::move(op.done), Status(), op.length);
       break;
     }
   }
   p.outgoing.pop_front();
+  return true;
+}
+
+int ShmChannel::collect_answers(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  int answered = 0;
+  for (auto it = p.awaiting_answer.begin(); it != p.awaiting_answer.end();) {
+    const Answers::Answer answer = p.answers.answer_to(it->first);
+    if (answer == Answers::pending) {
+      ++it;
+      continue;
+    }
+    SendOp op = std::move(it->second);
+    if (answer == Answers::done) {
+      completions_.add(std::move(op.done), Status(), op.length);
+    } else {
+      p.single_copy = false;  // it cannot read us: copy this and later messages through
+      p.outgoing.push_back({Kind::fallback, it->first, op.data, op.length, 0, std::move(op.done)});
+    }
+    it = p.awaiting_answer.erase(it);
+    ++answered;
+  }
+  return answered;
 }
 
 void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::byte* payload) {
@@ -187,9 +223,6 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
       }
       return;
     }
-    case Kind::done:
-    case Kind::refused:
-      return on_answer(peer, header);
     case Kind::first:
     case Kind::fallback:
     case Kind::more:
@@ -197,26 +230,12 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
   }
 }
 
-void ShmChannel::on_answer(int peer, const FragmentHeader& header) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
-  auto found = p.awaiting_answer.find(header.tag);
-  if (found == p.awaiting_answer.end()) {
-    return fail_peer(peer, Status(Code::peer_failed, "peer " + std::to_string(peer) +
-                                                         " answered an unknown rendezvous"));
-  }
-  SendOp op = std::move(found->second);
-  p.awaiting_answer.erase(found);
-  if (header.kind == Kind::done) return completions_.add(std::move(op.done), Status(), op.length);
-  p.single_copy = false;  // it cannot read us: copy this and later messages through
-  p.outgoing.push_back({Kind::fallback, header.tag, op.data, op.length, 0, std::move(op.done)});
-}
-
 void ShmChannel::read_remote(int peer, const RemoteMessage& remote, PostedRecv posted) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   const size_t bytes = std::min<size_t>(posted.capacity, remote.length);
   const int error = read_process_memory(pids()[peer], remote.address, posted.buffer, bytes);
   if (error == 0) {
-    p.outgoing.push_back({Kind::done, remote.id, nullptr, 0, 0, nullptr});
+    p.answers_to_peer.answer(remote.id, Answers::done);
     finish(peer, posted, remote.length);
   } else {
     // ESRCH (it died) lands here too, and the liveness check fails the receive.
@@ -224,9 +243,8 @@ void ShmChannel::read_remote(int peer, const RemoteMessage& remote, PostedRecv p
       IBCOLL_LOG(info, "single copy from peer " << peer << " refused (" << std::strerror(error)
                                                 << "): it copies through the ring instead");
     p.awaiting_copy.emplace(remote.id, std::move(posted));
-    p.outgoing.push_back({Kind::refused, remote.id, nullptr, 0, 0, nullptr});
+    p.answers_to_peer.answer(remote.id, Answers::refused);
   }
-  fill(peer);
 }
 
 void ShmChannel::on_data(int peer, const FragmentHeader& header, const std::byte* payload) {
@@ -307,9 +325,8 @@ void ShmChannel::fail_peer(int peer, const Status& status) {
   p.failed = true;
   p.failure = status;
   IBCOLL_LOG(warn, "peer " << peer << " failed: " << status.message());
-  for (SendOp& op : p.outgoing) {
-    if (op.done) completions_.add(std::move(op.done), status, 0);  // answers have none
-  }
+  for (SendOp& op : p.outgoing)
+    completions_.add(std::move(op.done), status, 0);
   p.outgoing.clear();
   for (auto& [id, op] : p.awaiting_answer)
     completions_.add(std::move(op.done), status, 0);

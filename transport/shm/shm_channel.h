@@ -6,9 +6,10 @@
 //
 // Large messages go by single copy instead: the sender publishes only where the message lies
 // (a rendezvous), the receiver copies it straight from the sender's memory into its buffer
-// (process_vm_readv) once its receive is posted, and answers "done", which completes the send.
-// Where the kernel refuses (containers' seccomp profiles, Yama), the receiver answers
-// "refused" and the sender copies that message, and every later one, through the ring.
+// (process_vm_readv) once its receive is posted, and answers "done" in the pair's Answers
+// table, which completes the send. Where the kernel refuses (containers' seccomp profiles,
+// Yama), it answers "refused" and the sender copies that message, and every later one, through
+// the ring.
 //
 // A peer whose process has exited (checked while something waits on it) fails every operation
 // with it.
@@ -27,6 +28,7 @@
 #include "transport/channel.h"
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
+#include "transport/shm/answers.h"
 #include "transport/shm/options.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
@@ -61,12 +63,10 @@ class ShmChannel final : public Channel {
     more,        // a later fragment of the message being copied through
     first,       // the first fragment of a message for (peer, tag)
     rendezvous,  // a message to read from the sender: tag, total, then a RemoteMessage
-    done,        // the receiver has read rendezvous `tag` (its id)
-    refused,     // the receiver could not read rendezvous `tag`: copy it through
-    fallback,    // the first fragment of rendezvous `tag` copied through after all
+    fallback,    // the first fragment of refused rendezvous `tag` (its id), copied through
   };
   struct FragmentHeader {
-    uint64_t tag;    // or, for the rendezvous answers and fallbacks, the rendezvous id
+    uint64_t tag;    // or, for a fallback, the rendezvous id
     uint64_t total;  // bytes of the whole message
     uint32_t bytes;  // bytes in this fragment
     Kind kind;
@@ -79,12 +79,12 @@ class ShmChannel final : public Channel {
     uint64_t length;
   };
   struct SendOp {
-    Kind kind;     // of the first fragment: first, rendezvous, fallback, done or refused
+    Kind kind;     // of the first fragment: first, rendezvous or fallback
     uint64_t tag;  // or the rendezvous id
     const std::byte* data = nullptr;
     size_t length = 0;
     size_t sent = 0;
-    Completion done;  // none for done and refused
+    Completion done;
   };
   struct PostedRecv {
     std::byte* buffer;
@@ -108,8 +108,11 @@ class ShmChannel final : public Channel {
     Arrival unexpected;   // otherwise
   };
   struct Peer {
-    Peer(Ring to_peer, Ring from_peer) : to(to_peer), from(from_peer) {}
-    Ring to, from;  // our ring to the peer, the peer's ring to us
+    Peer(Ring to_peer, Ring from_peer, Answers ours, Answers theirs)
+        : to(to_peer), from(from_peer), answers(ours), answers_to_peer(theirs) {}
+    Ring to, from;            // our ring to the peer, the peer's ring to us
+    Answers answers;          // to our rendezvous, written by the peer
+    Answers answers_to_peer;  // to the peer's rendezvous, written by us
     std::deque<SendOp> outgoing;
     Incoming incoming;
     bool single_copy = true;           // until the peer refuses a rendezvous
@@ -124,10 +127,11 @@ class ShmChannel final : public Channel {
 
   int drain(int peer);
   int fill(int peer);
-  void publish(Peer& p, std::byte* slot, SendOp& op);
+  // False when the front op is a rendezvous that must wait for a free Answers entry.
+  bool publish(Peer& p, std::byte* slot, SendOp& op);
+  int collect_answers(int peer);
   void on_fragment(int peer, const FragmentHeader& header, const std::byte* payload);
   void on_data(int peer, const FragmentHeader& header, const std::byte* payload);
-  void on_answer(int peer, const FragmentHeader& header);
   // Reads a rendezvous into a posted receive, or asks for it to be copied through.
   void read_remote(int peer, const RemoteMessage& remote, PostedRecv posted);
   void finish(int peer, PostedRecv& recv, uint64_t total);

@@ -1,0 +1,22 @@
+// Bootstrap: how the ranks of a job swap set-up data (addresses, node names) before any
+// transport exists, and meet at the end. The TCP store is one; a library that already has a
+// communicator (an MPI library) brings its own allgather instead (CallbackBootstrap).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ibcoll::runtime {
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Every rank's `mine`, indexed by rank. Collective; `name` must be unique per call within
+  // the job, and ranks make their calls in the same order.
+  virtual std::vector<std::string> allgather(const std::string& name, const std::string& mine) = 0;
+  void barrier(const std::string& name) { allgather(name, ""); }
+};
+
+}  // namespace ibcoll::runtime

@@ -1,0 +1,119 @@
+// ibcoll_init_with: a caller's own allgather instead of the environment's TCP store (how the
+// Open MPI component starts ibcoll), and communicators a caller agreed on by its own means
+// (ibcoll_comm_next_id + ibcoll_comm_from_ranks), between forked ranks. Here the caller's
+// allgather runs over a separate TCP store, as an MPI library's would run over its own wires.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ibcoll/ibcoll.h"
+#include "runtime/bootstrap/launch_env.h"
+#include "runtime/bootstrap/tcp_store.h"
+#include "runtime/config.h"
+#include "tests/support/forked_ranks.h"
+
+namespace ibcoll::testing {
+namespace {
+
+// The caller's side: a fixed-size allgather over its own connection.
+struct CallerWires {
+  runtime::TcpStore store;
+  int calls = 0;
+  bool fail = false;
+
+  static int allgather(const void* mine, void* all, size_t bytes, void* state) {
+    auto& self = *static_cast<CallerWires*>(state);
+    if (self.fail) return -1;
+    const auto gathered = self.store.allgather("caller-" + std::to_string(self.calls++),
+                                               std::string(static_cast<const char*>(mine), bytes));
+    for (size_t r = 0; r < gathered.size(); ++r) {
+      if (gathered[r].size() != bytes) return -1;
+      std::memcpy(static_cast<char*>(all) + r * bytes, gathered[r].data(), bytes);
+    }
+    return 0;
+  }
+};
+
+CallerWires connect_caller() {
+  const runtime::LaunchInfo me = runtime::launch_info_from_environment();
+  const runtime::Config config = runtime::Config::from_environment();
+  return CallerWires{
+      runtime::TcpStore(config.bootstrap, me.rank, me.size, me.secret, config.timeout)};
+}
+
+TEST(Bootstrap, InitWithTheCallersAllgatherAndCommunicatorsFromRanks) {
+  expect_all_ok(run_ranks(3, [](int me, int n) {
+    CallerWires wires = connect_caller();
+    const ibcoll_bootstrap_t bootstrap{me, n, &CallerWires::allgather, &wires};
+    ibcoll_context_t context = nullptr;
+    RANK_CHECK(ibcoll_init_with(&bootstrap, &context) == IBCOLL_SUCCESS, ibcoll_last_error());
+    RANK_CHECK(wires.calls > 0, "ibcoll did not use the caller's allgather");
+
+    ibcoll_comm_t world = nullptr;
+    ibcoll_comm_world(context, &world);
+    int64_t value = me + 1, sum = 0;
+    RANK_CHECK(ibcoll_allreduce(&value, &sum, 1, IBCOLL_INT64, IBCOLL_SUM, world) == IBCOLL_SUCCESS,
+               ibcoll_last_error());
+    RANK_CHECK(sum == n * (n + 1) / 2, "world sum");
+
+    // Ranks 2 and 0, in that order, agree on an id with the caller's allgather (largest next
+    // free id); rank 1 stays out.
+    unsigned next = 0;
+    RANK_CHECK(ibcoll_comm_next_id(context, &next) == IBCOLL_SUCCESS, ibcoll_last_error());
+    std::vector<unsigned> ids(static_cast<size_t>(n));
+    RANK_CHECK(CallerWires::allgather(&next, ids.data(), sizeof(next), &wires) == 0, "ids");
+    const unsigned id = *std::max_element(ids.begin(), ids.end());
+    const int members[] = {2, 0};
+    if (me != 1) {
+      ibcoll_comm_t pair = nullptr;
+      RANK_CHECK(ibcoll_comm_from_ranks(context, members, 2, id, &pair) == IBCOLL_SUCCESS,
+                 ibcoll_last_error());
+      int rank = -1;
+      ibcoll_comm_rank(pair, &rank);
+      RANK_CHECK(rank == (me == 2 ? 0 : 1), "ranks follow the list's order");
+      uint8_t data[5] = {};
+      if (me == 2) std::memset(data, 9, sizeof(data));
+      RANK_CHECK(ibcoll_bcast(data, sizeof(data), IBCOLL_UINT8, 0, pair) == IBCOLL_SUCCESS,
+                 ibcoll_last_error());
+      RANK_CHECK(data[4] == 9, "bcast from job rank 2");
+      ibcoll_comm_t again = nullptr;
+      RANK_CHECK(
+          ibcoll_comm_from_ranks(context, members, 2, id, &again) == IBCOLL_ERR_INVALID_ARGUMENT &&
+              std::strstr(ibcoll_last_error(), "id: ") && !again,
+          "an id taken already was accepted");
+      ibcoll_comm_free(&pair);
+    } else {
+      ibcoll_comm_t outside = nullptr;
+      RANK_CHECK(ibcoll_comm_from_ranks(context, members, 2, id, &outside) ==
+                         IBCOLL_ERR_INVALID_ARGUMENT &&
+                     std::strstr(ibcoll_last_error(), "ranks: this process"),
+                 "a list without this rank was accepted");
+    }
+    RANK_CHECK(ibcoll_finalize(context) == IBCOLL_SUCCESS, ibcoll_last_error());
+    return 0;
+  }));
+}
+
+// A caller whose allgather fails: every rank's init fails with an error that says so.
+TEST(Bootstrap, FailingAllgatherFailsInit) {
+  expect_all_ok(run_ranks(2, [](int me, int n) {
+    CallerWires wires = connect_caller();
+    wires.fail = true;
+    const ibcoll_bootstrap_t bootstrap{me, n, &CallerWires::allgather, &wires};
+    ibcoll_context_t context = nullptr;
+    RANK_CHECK(ibcoll_init_with(&bootstrap, &context) == IBCOLL_ERR_PEER_FAILED && !context,
+               "init went on without its allgather");
+    RANK_CHECK(std::strstr(ibcoll_last_error(), "allgather failed"), ibcoll_last_error());
+    const ibcoll_bootstrap_t bad_rank{n, n, &CallerWires::allgather, &wires};
+    RANK_CHECK(ibcoll_init_with(&bad_rank, &context) == IBCOLL_ERR_INVALID_ARGUMENT &&
+                   std::strstr(ibcoll_last_error(), "rank: "),
+               ibcoll_last_error());
+    return 0;
+  }));
+}
+
+}  // namespace
+}  // namespace ibcoll::testing
