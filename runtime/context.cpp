@@ -93,6 +93,7 @@ Context::~Context() {
     IBCOLL_LOG(warn, "leaving without every rank: " << e.what());
   }
   job_.engine().remove(channel_.get());
+  poll_also(nullptr);
 }
 
 void Context::open_transports() {
@@ -177,6 +178,14 @@ Status Context::run(Communicator& communicator, Collective collective,
 void Context::advance_all() {
   for (collectives::Operation* op : in_flight_)
     op->advance();
+}
+
+void Context::poll_also(std::function<int()> poll) {
+  if (external_progress_) job_.engine().remove(external_progress_.get());
+  external_progress_.reset();
+  if (!poll) return;
+  external_progress_ = std::make_unique<transport::FunctionPoller>(std::move(poll));
+  job_.engine().add(external_progress_.get());
 }
 
 int Context::progress() {

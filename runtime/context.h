@@ -5,6 +5,7 @@
 // need any of them to move).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -73,6 +74,9 @@ class Context {
   // start() + wait(): a blocking call.
   Status run(collectives::Communicator& communicator, collectives::Collective collective,
              const collectives::CollectiveArgs& args);
+  // Also calls `poll` (a host library's progress) in every progress round and wait; null
+  // stops that.
+  void poll_also(std::function<int()> poll);
   // Polls the transports once and advances every call in flight; the number of events.
   int progress();
   // Drives progress until `request` ends; after IBCOLL_TIMEOUT it ends it with a timeout.
@@ -104,6 +108,7 @@ class Context {
   std::unique_ptr<collectives::Communicator> world_;
   uint32_t next_communicator_id_ = 2;  // 1 is the world's; ids end at 65535
   std::vector<collectives::Operation*> in_flight_;
+  std::unique_ptr<transport::FunctionPoller> external_progress_;
 };
 
 }  // namespace ibcoll::runtime

@@ -29,6 +29,17 @@ class Poller {
   virtual int arm_event_fd() { return -1; }
 };
 
+// A Poller over a function: lets a host library's own progress (Open MPI's opal_progress) run
+// inside every ibcoll wait, so its traffic keeps moving while ibcoll waits.
+class FunctionPoller final : public Poller {
+ public:
+  explicit FunctionPoller(std::function<int()> poll) : poll_(std::move(poll)) {}
+  int poll() override { return poll_(); }
+
+ private:
+  std::function<int()> poll_;
+};
+
 class ProgressEngine {
  public:
   explicit ProgressEngine(WaitPolicy policy = WaitPolicy::adaptive) : policy_(policy) {}

@@ -100,6 +100,12 @@ ibcoll_status_t ibcoll_finalize(ibcoll_context_t context);
 /* Polls the transports once and advances every call in flight. */
 ibcoll_status_t ibcoll_progress(ibcoll_context_t context);
 
+/* A function that every progress call and every wait of the context also calls (NULL: none),
+ * so that a host library's own communication keeps moving while ibcoll waits; it returns how
+ * many events it handled. The Open MPI component passes opal_progress. */
+ibcoll_status_t ibcoll_set_external_progress(ibcoll_context_t context, int (*poll)(void* state),
+                                             void* state);
+
 /* Every rank of the job; owned by the context (do not free). */
 ibcoll_status_t ibcoll_comm_world(ibcoll_context_t context, ibcoll_comm_t* comm);
 ibcoll_status_t ibcoll_comm_rank(ibcoll_comm_t comm, int* rank);

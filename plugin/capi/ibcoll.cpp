@@ -230,6 +230,16 @@ ibcoll_status_t ibcoll_finalize(ibcoll_context_t context) {
   });
 }
 
+ibcoll_status_t ibcoll_set_external_progress(ibcoll_context_t context, int (*poll)(void* state),
+                                             void* state) {
+  return guarded([&] {
+    require(context, "context");
+    context->context->poll_also(poll ? std::function<int()>([poll, state] { return poll(state); })
+                                     : std::function<int()>());
+    return Status();
+  });
+}
+
 ibcoll_status_t ibcoll_progress(ibcoll_context_t context) {
   return guarded([&] {
     require(context, "context");

@@ -1,6 +1,7 @@
 // ibcoll_init_with: a caller's own allgather instead of the environment's TCP store (how the
-// Open MPI component starts ibcoll), and communicators a caller agreed on by its own means
-// (ibcoll_comm_next_id + ibcoll_comm_from_ranks), between forked ranks. Here the caller's
+// Open MPI component starts ibcoll), communicators a caller agreed on by its own means
+// (ibcoll_comm_next_id + ibcoll_comm_from_ranks), and the caller's progress function called
+// inside ibcoll's waits, between forked ranks. Here the caller's
 // allgather runs over a separate TCP store, as an MPI library's would run over its own wires.
 #include <gtest/gtest.h>
 
@@ -58,6 +59,19 @@ TEST(Bootstrap, InitWithTheCallersAllgatherAndCommunicatorsFromRanks) {
     RANK_CHECK(ibcoll_allreduce(&value, &sum, 1, IBCOLL_INT64, IBCOLL_SUM, world) == IBCOLL_SUCCESS,
                ibcoll_last_error());
     RANK_CHECK(sum == n * (n + 1) / 2, "world sum");
+
+    // The caller's progress runs inside ibcoll's waits until it is taken away.
+    int polls = 0;
+    auto count = [](void* state) { return ++*static_cast<int*>(state), 0; };
+    RANK_CHECK(ibcoll_set_external_progress(context, count, &polls) == IBCOLL_SUCCESS,
+               ibcoll_last_error());
+    RANK_CHECK(ibcoll_bcast(&value, 1, IBCOLL_INT64, 0, world) == IBCOLL_SUCCESS &&
+                   ibcoll_progress(context) == IBCOLL_SUCCESS && polls > 0,
+               "the external progress was not called");
+    ibcoll_set_external_progress(context, nullptr, nullptr);
+    const int before = polls;
+    ibcoll_progress(context);
+    RANK_CHECK(polls == before, "the external progress was called after its removal");
 
     // Ranks 2 and 0, in that order, agree on an id with the caller's allgather (largest next
     // free id); rank 1 stays out.
