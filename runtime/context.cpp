@@ -54,12 +54,12 @@ void check_rank_list(std::span<const int> ranks, int size) {
 
 Request::Request(Context& context, std::unique_ptr<collectives::Operation> operation)
     : context_(context), operation_(std::move(operation)) {
-  context_.in_flight_.push_back(operation_.get());
+  context_.in_flight_.push_back(this);
 }
 
 Request::~Request() {
   auto& list = context_.in_flight_;
-  list.erase(std::find(list.begin(), list.end(), operation_.get()));
+  list.erase(std::find(list.begin(), list.end(), this));
 }
 
 Context::Context() {
@@ -176,8 +176,24 @@ Status Context::run(Communicator& communicator, Collective collective,
 }
 
 void Context::advance_all() {
-  for (collectives::Operation* op : in_flight_)
-    op->advance();
+  for (Request* r : in_flight_)
+    r->operation().advance();
+}
+
+// Every so many progress() calls: a clock read starts a polled request's deadline, or ends it.
+void Context::expire_polled_requests() {
+  const auto now = std::chrono::steady_clock::now();
+  const auto timeout = job_.config().timeout;
+  for (Request* r : in_flight_) {
+    if (r->done()) continue;
+    if (!r->deadline_) {
+      r->deadline_ = now + timeout;
+    } else if (now > *r->deadline_) {
+      r->operation().abandon(Status(Code::timeout, "collective: not complete within " +
+                                                       std::to_string(timeout.count()) +
+                                                       " ms of polling (IBCOLL_TIMEOUT)"));
+    }
+  }
 }
 
 void Context::poll_also(std::function<int()> poll) {
@@ -189,8 +205,10 @@ void Context::poll_also(std::function<int()> poll) {
 }
 
 int Context::progress() {
+  constexpr uint32_t kProgressCallsPerClockRead = 64;
   const int events = job_.engine().progress();
   advance_all();
+  if (++progress_calls_ % kProgressCallsPerClockRead == 0) expire_polled_requests();
   return events;
 }
 

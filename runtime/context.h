@@ -5,6 +5,7 @@
 // need any of them to move).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -37,8 +38,11 @@ class Request {
   collectives::Operation& operation() { return *operation_; }
 
  private:
+  friend class Context;
   Context& context_;
   std::unique_ptr<collectives::Operation> operation_;
+  // For a request driven by progress() (test-polling) rather than wait(): when it times out.
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 
 class Context {
@@ -77,7 +81,8 @@ class Context {
   // Also calls `poll` (a host library's progress) in every progress round and wait; null
   // stops that.
   void poll_also(std::function<int()> poll);
-  // Polls the transports once and advances every call in flight; the number of events.
+  // Polls the transports once and advances every call in flight; the number of events. A
+  // request polled this way for longer than IBCOLL_TIMEOUT ends with a timeout.
   int progress();
   // Drives progress until `request` ends; after IBCOLL_TIMEOUT it ends it with a timeout.
   const Status& wait(Request& request);
@@ -85,6 +90,7 @@ class Context {
  private:
   friend class Request;
   void advance_all();
+  void expire_polled_requests();
   // The constructors' common part, once the job is there.
   void open_transports_and_world();
   void open_transports();
@@ -107,7 +113,8 @@ class Context {
   std::unique_ptr<transport::RoutedChannel> channel_;
   std::unique_ptr<collectives::Communicator> world_;
   uint32_t next_communicator_id_ = 2;  // 1 is the world's; ids end at 65535
-  std::vector<collectives::Operation*> in_flight_;
+  std::vector<Request*> in_flight_;
+  uint32_t progress_calls_ = 0;
   std::unique_ptr<transport::FunctionPoller> external_progress_;
 };
 

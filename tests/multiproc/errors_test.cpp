@@ -1,12 +1,14 @@
 // Errors through the C API between forked ranks: bad arguments are refused with a message
 // naming the argument and change nothing; ranks that make different calls all get
-// IBCOLL_ERR_MISMATCH naming what differs; a rank left alone times out instead of hanging.
+// IBCOLL_ERR_MISMATCH naming what differs; a rank left alone times out instead of hanging,
+// whether it waits or test-polls.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/collectives.h"
@@ -182,6 +184,35 @@ TEST(Errors, RanksLeftWaitingTimeOut) {
         } else {
           expect_error(s, IBCOLL_ERR_TIMEOUT, "collective", "left waiting");
         }
+        return 0;
+      },
+      options));
+}
+
+// The same with a request that is test-polled instead of waited on: polling has a deadline too.
+// Rank 0 makes no call; it sleeps past rank 1's deadline, and both meet at finalize.
+TEST(Errors, PolledRequestsLeftWaitingTimeOut) {
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "2s";
+  expect_all_ok(run_ranks(
+      2,
+      [](int me, int) {
+        CapiRank r;
+        if (me == 0) {
+          std::this_thread::sleep_for(std::chrono::seconds(3));
+          return 0;
+        }
+        double value = 1.0;
+        ibcoll_request_t request = nullptr;
+        RANK_CHECK(ibcoll_iallreduce(&value, &value, 1, IBCOLL_FLOAT64, IBCOLL_SUM, r.world(),
+                                     &request) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        int done = 0;
+        ibcoll_status_t s = IBCOLL_SUCCESS;
+        while (!done)
+          s = ibcoll_test(request, &done);
+        expect_error(s, IBCOLL_ERR_TIMEOUT, "polling", "polled and left waiting");
+        RANK_CHECK(ibcoll_request_free(&request) == IBCOLL_SUCCESS, ibcoll_last_error());
         return 0;
       },
       options));
