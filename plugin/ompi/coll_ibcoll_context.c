@@ -1,0 +1,150 @@
+/* The process's ibcoll context: started over MPI_COMM_WORLD, stopped first thing in
+ * MPI_Finalize (a MPI_COMM_SELF attribute's delete callback, while the world's collectives
+ * still work), guarded by one lock. */
+#include "ompi_config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_ibcoll.h"
+#include "ompi/attribute/attribute.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+
+static pthread_mutex_t ibcoll_lock = PTHREAD_MUTEX_INITIALIZER;
+static mca_coll_ibcoll_module_t** tracked; /* modules that may hold an ibcoll communicator */
+static size_t tracked_count, tracked_capacity;
+static int finalize_keyval = MPI_KEYVAL_INVALID;
+
+void mca_coll_ibcoll_lock(void) {
+  pthread_mutex_lock(&ibcoll_lock);
+}
+bool mca_coll_ibcoll_trylock(void) {
+  return pthread_mutex_trylock(&ibcoll_lock) == 0;
+}
+void mca_coll_ibcoll_unlock(void) {
+  pthread_mutex_unlock(&ibcoll_lock);
+}
+
+void mca_coll_ibcoll_track(mca_coll_ibcoll_module_t* module) {
+  if (tracked_count == tracked_capacity) {
+    const size_t capacity = tracked_capacity ? 2 * tracked_capacity : 16;
+    mca_coll_ibcoll_module_t** grown = realloc(tracked, capacity * sizeof(*tracked));
+    if (!grown) return; /* then it cannot be untracked either: harmless */
+    tracked = grown;
+    tracked_capacity = capacity;
+  }
+  tracked[tracked_count++] = module;
+}
+
+void mca_coll_ibcoll_untrack(mca_coll_ibcoll_module_t* module) {
+  for (size_t i = 0; i < tracked_count; ++i) {
+    if (tracked[i] == module) {
+      tracked[i] = tracked[--tracked_count];
+      return;
+    }
+  }
+}
+
+/* ibcoll's set-up and finalize exchanges, over the world's saved allgather. */
+static int world_allgather(const void* mine, void* all, size_t bytes, void* state) {
+  mca_coll_ibcoll_module_t* world = state;
+  if (bytes > (size_t)INT_MAX) return -1;
+  return world->previous_allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE,
+                                   world->comm, world->previous_allgather_module) == OMPI_SUCCESS
+             ? 0
+             : -1;
+}
+
+/* Inside ibcoll's waits Open MPI's own traffic keeps moving (a peer may need it to reach the
+ * collective we wait in). */
+static int run_opal_progress(void* state) {
+  (void)state;
+  opal_progress();
+  return 0; /* events it handled are not counted: ibcoll's own polls decide when to yield */
+}
+
+/* Duplicates of MPI_COMM_SELF do not inherit the finalize hook. */
+static int do_not_copy(MPI_Comm comm, int keyval, void* extra, void* attribute_in,
+                       void* attribute_out, int* copy, MPI_Comm new_comm) {
+  (void)comm;
+  (void)keyval;
+  (void)extra;
+  (void)attribute_in;
+  (void)attribute_out;
+  (void)new_comm;
+  *copy = 0;
+  return OMPI_SUCCESS;
+}
+
+static void report_counters(void) {
+  const mca_coll_ibcoll_counters_t* n = &mca_coll_ibcoll_component.counters;
+  opal_output_verbose(1, mca_coll_ibcoll_component.output,
+                      "coll:ibcoll: rank %d ran %lu allreduce, %lu bcast, %lu iallreduce, %lu "
+                      "ibcast; %lu calls fell back",
+                      ompi_comm_rank(&ompi_mpi_comm_world.comm), n->allreduce, n->bcast,
+                      n->iallreduce, n->ibcast, n->fallback);
+}
+
+static int stop_at_finalize(MPI_Comm comm, int keyval, void* attribute, void* extra) {
+  (void)comm;
+  (void)keyval;
+  (void)attribute;
+  (void)extra;
+  mca_coll_ibcoll_component_t* c = &mca_coll_ibcoll_component;
+  while (mca_coll_ibcoll_requests_pending()) /* freed by their owner while running */
+    opal_progress();
+  mca_coll_ibcoll_lock();
+  for (size_t i = 0; i < tracked_count; ++i)
+    mca_coll_ibcoll_forget_comm(tracked[i]);
+  opal_progress_unregister(mca_coll_ibcoll_progress);
+  report_counters();
+  if (ibcoll_finalize(c->context) != IBCOLL_SUCCESS) {
+    opal_output(0, "coll:ibcoll: finalize: %s", ibcoll_last_error());
+  }
+  c->context = NULL;
+  free(tracked);
+  tracked = NULL;
+  tracked_count = tracked_capacity = 0;
+  mca_coll_ibcoll_unlock();
+  return OMPI_SUCCESS;
+}
+
+static void force_algorithm(const char* variable, const char* algorithm) {
+  if (algorithm && algorithm[0] && strcmp(algorithm, "auto") != 0) setenv(variable, algorithm, 1);
+}
+
+int mca_coll_ibcoll_start(mca_coll_ibcoll_module_t* world) {
+  mca_coll_ibcoll_component_t* c = &mca_coll_ibcoll_component;
+  force_algorithm("IBCOLL_ALLREDUCE_ALGO", c->allreduce_algorithm);
+  force_algorithm("IBCOLL_BCAST_ALGO", c->bcast_algorithm);
+  const ibcoll_bootstrap_t bootstrap = {ompi_comm_rank(world->comm), ompi_comm_size(world->comm),
+                                        world_allgather, world};
+  if (ibcoll_init_with(&bootstrap, &c->context) != IBCOLL_SUCCESS) {
+    opal_output(0, "coll:ibcoll: ibcoll did not start (%s); MPI's own collectives run instead",
+                ibcoll_last_error());
+    c->context_failed = true;
+    c->context = NULL;
+    return OMPI_ERROR;
+  }
+  ibcoll_set_external_progress(c->context, run_opal_progress, NULL);
+  opal_progress_register(mca_coll_ibcoll_progress);
+  ompi_attribute_fn_ptr_union_t copy, del;
+  copy.attr_communicator_copy_fn = do_not_copy;
+  del.attr_communicator_delete_fn = stop_at_finalize;
+  if (ompi_attr_create_keyval(COMM_ATTR, copy, del, &finalize_keyval, NULL, 0, NULL) !=
+          OMPI_SUCCESS ||
+      ompi_attr_set_c(COMM_ATTR, &ompi_mpi_comm_self.comm, &ompi_mpi_comm_self.comm.c_keyhash,
+                      finalize_keyval, NULL, false) != OMPI_SUCCESS) {
+    opal_output(0, "coll:ibcoll: cannot hook MPI_Finalize; not using ibcoll");
+    opal_progress_unregister(mca_coll_ibcoll_progress);
+    ibcoll_finalize(c->context);
+    c->context = NULL;
+    c->context_failed = true;
+    return OMPI_ERROR;
+  }
+  opal_output_verbose(10, c->output, "coll:ibcoll: rank %d started ibcoll",
+                      ompi_comm_rank(world->comm));
+  return OMPI_SUCCESS;
+}
