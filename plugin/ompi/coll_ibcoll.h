@@ -100,6 +100,8 @@ int mca_coll_ibcoll_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, 
 int mca_coll_ibcoll_progress(void);
 /* Whether requests are still running (the context must not stop under them). */
 bool mca_coll_ibcoll_requests_pending(void);
+/* Drops the (empty) list of running requests, when the context stops. Call locked. */
+void mca_coll_ibcoll_forget_requests(void);
 
 END_C_DECLS
 

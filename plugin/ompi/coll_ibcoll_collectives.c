@@ -239,6 +239,12 @@ static ompi_request_t* track_request(ibcoll_request_t request, ompi_communicator
   return &r->super;
 }
 
+void mca_coll_ibcoll_forget_requests(void) {
+  free(running);
+  running = NULL;
+  running_count = running_capacity = 0;
+}
+
 bool mca_coll_ibcoll_requests_pending(void) {
   mca_coll_ibcoll_lock();
   const bool pending = running_count > 0;

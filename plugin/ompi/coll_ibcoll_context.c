@@ -104,6 +104,8 @@ static int stop_at_finalize(MPI_Comm comm, int keyval, void* attribute, void* ex
     opal_output(0, "coll:ibcoll: finalize: %s", ibcoll_last_error());
   }
   c->context = NULL;
+  mca_coll_ibcoll_forget_requests();
+  ompi_attr_free_keyval(COMM_ATTR, &finalize_keyval, false);
   free(tracked);
   tracked = NULL;
   tracked_count = tracked_capacity = 0;
