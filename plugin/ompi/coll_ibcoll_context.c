@@ -146,7 +146,10 @@ int mca_coll_ibcoll_start(mca_coll_ibcoll_module_t* world) {
     c->context_failed = true;
     return OMPI_ERROR;
   }
-  opal_output_verbose(10, c->output, "coll:ibcoll: rank %d started ibcoll",
-                      ompi_comm_rank(world->comm));
+  ibcoll_comm_t everyone = NULL;
+  ibcoll_comm_world(c->context, &everyone);
+  const int rank = ompi_comm_rank(world->comm), next = (rank + 1) % ompi_comm_size(world->comm);
+  opal_output_verbose(10, c->output, "coll:ibcoll: rank %d started ibcoll: %s to rank %d", rank,
+                      ibcoll_transport(everyone, next), next);
   return OMPI_SUCCESS;
 }
