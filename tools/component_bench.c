@@ -1,0 +1,98 @@
+/* component_bench: MPI_Allreduce and MPI_Bcast timed with and without coll/ibcoll in one run.
+ * Two duplicates of MPI_COMM_WORLD: one that excludes the component (the info key
+ * "ompi_comm_coll_preference" = "^ibcoll": Open MPI's own collectives), one that keeps it.
+ * Size by size, both are timed in alternating rounds; a round's figure is the slowest rank's
+ * average per call, and the table shows each side's median round and the ratio. Start it under
+ * mpirun with the component loaded (ci/bench does). Plain MPI: no ibcoll header or library.
+ *   usage: component_bench [--max-size BYTES] [--rounds N] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { kMaxRounds = 64 };
+
+static int compare_doubles(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double* values, int n) {
+  qsort(values, (size_t)n, sizeof(double), compare_doubles);
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+/* Seconds per call of `iterations` calls, the slowest rank's. */
+static double time_calls(MPI_Comm comm, int allreduce, char* send, char* recv, size_t bytes,
+                         int iterations) {
+  const int count = (int)(allreduce ? bytes / sizeof(float) : bytes);
+  MPI_Barrier(comm);
+  const double start = MPI_Wtime();
+  for (int i = 0; i < iterations; ++i) {
+    if (allreduce) {
+      MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, comm);
+    } else {
+      MPI_Bcast(recv, count, MPI_BYTE, 0, comm);
+    }
+  }
+  double mine = (MPI_Wtime() - start) / iterations, slowest = 0;
+  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return slowest;
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  size_t max_size = 16u << 20;
+  int rounds = 5, rank, size;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--max-size") == 0) max_size = strtoull(argv[i + 1], NULL, 0);
+    if (strcmp(argv[i], "--rounds") == 0) rounds = atoi(argv[i + 1]);
+  }
+  if (rounds < 1 || rounds > kMaxRounds) rounds = 5;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Info without;
+  MPI_Info_create(&without);
+  MPI_Info_set(without, "ompi_comm_coll_preference", "^ibcoll");
+  MPI_Comm plain, through;
+  MPI_Comm_dup_with_info(MPI_COMM_WORLD, without, &plain);
+  MPI_Comm_dup(MPI_COMM_WORLD, &through);
+  MPI_Info_free(&without);
+
+  char* send = malloc(max_size);
+  char* recv = malloc(max_size);
+  memset(send, 1, max_size);
+  memset(recv, 0, max_size);
+  if (rank == 0) {
+    printf(
+        "# MPI_Allreduce (float sum) and MPI_Bcast, %d ranks: Open MPI's own vs through "
+        "coll/ibcoll, same run, median of %d rounds\n",
+        size, rounds);
+    printf("%-10s %10s %14s %14s %8s\n", "collective", "bytes", "openmpi(us)", "ibcoll(us)",
+           "ratio");
+  }
+  for (int allreduce = 1; allreduce >= 0; --allreduce) {
+    for (size_t bytes = 8; bytes <= max_size; bytes *= 4) {
+      const int iterations = bytes <= 65536 ? 200 : bytes <= (1u << 20) ? 20 : 4;
+      double without_ibcoll[kMaxRounds], with_ibcoll[kMaxRounds];
+      time_calls(plain, allreduce, send, recv, bytes, 2); /* warm both up */
+      time_calls(through, allreduce, send, recv, bytes, 2);
+      for (int r = 0; r < rounds; ++r) {
+        without_ibcoll[r] = time_calls(plain, allreduce, send, recv, bytes, iterations);
+        with_ibcoll[r] = time_calls(through, allreduce, send, recv, bytes, iterations);
+      }
+      const double a = median(without_ibcoll, rounds) * 1e6, b = median(with_ibcoll, rounds) * 1e6;
+      if (rank == 0) {
+        printf("%-10s %10zu %14.2f %14.2f %8.2f\n", allreduce ? "allreduce" : "bcast", bytes, a, b,
+               b / a);
+        fflush(stdout);
+      }
+    }
+  }
+  free(send);
+  free(recv);
+  MPI_Comm_free(&plain);
+  MPI_Comm_free(&through);
+  MPI_Finalize();
+  return 0;
+}
