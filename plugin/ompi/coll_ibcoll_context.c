@@ -58,10 +58,13 @@ static int world_allgather(const void* mine, void* all, size_t bytes, void* stat
 }
 
 /* Inside ibcoll's waits Open MPI's own traffic keeps moving (a peer may need it to reach the
- * collective we wait in). */
+ * collective we wait in), but only every so many of ibcoll's polls: a round of opal_progress
+ * (UCX's worker over verbs, say) costs far more than one of ibcoll's and would set its pace. */
 static int run_opal_progress(void* state) {
+  enum { kPollsPerOpalProgress = 64 };
+  static unsigned polls; /* under the component's lock */
   (void)state;
-  opal_progress();
+  if (++polls % kPollsPerOpalProgress == 0) opal_progress();
   return 0; /* events it handled are not counted: ibcoll's own polls decide when to yield */
 }
 
