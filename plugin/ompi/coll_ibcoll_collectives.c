@@ -234,6 +234,7 @@ static ompi_request_t* track_request(ibcoll_request_t request, ompi_communicator
   r->super.req_cancel = request_cancel;
   r->request = request;
   r->comm = comm;
+  OBJ_RETAIN(comm); /* MPI_Comm_free meanwhile must not take the ibcoll communicator away */
   r->freed = false;
   running[running_count++] = r;
   return &r->super;
@@ -258,6 +259,7 @@ bool mca_coll_ibcoll_requests_pending(void) {
 int mca_coll_ibcoll_progress(void) {
   enum { kBatch = 64 }; /* completed per call; more wait for the next */
   mca_coll_ibcoll_request_t* ended[kBatch];
+  ompi_communicator_t* ended_comms[kBatch];
   size_t n = 0;
   if (!mca_coll_ibcoll_trylock()) return 0;
   for (size_t i = 0; i < running_count && n < kBatch;) {
@@ -270,6 +272,7 @@ int mca_coll_ibcoll_progress(void) {
     }
     r->super.req_status.MPI_ERROR = outcome(s, "a non-blocking collective", r->comm);
     ibcoll_request_free(&r->request);
+    ended_comms[n] = r->comm;
     running[i] = running[--running_count];
     OBJ_RETAIN(r); /* alive until completed here, even if its owner frees it meanwhile */
     ended[n++] = r;
@@ -286,6 +289,7 @@ int mca_coll_ibcoll_progress(void) {
       ompi_request_complete(&r->super, true);
     }
     OBJ_RELEASE(r);
+    OBJ_RELEASE(ended_comms[i]); /* may free the communicator, and with it the module */
   }
   return (int)n;
 }
