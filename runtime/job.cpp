@@ -17,12 +17,6 @@ LaunchInfo identify(LaunchInfo launch) {
   return launch;
 }
 
-LaunchInfo identify(Bootstrap& bootstrap) {
-  LaunchInfo launch{bootstrap.rank(), bootstrap.size(), {}};
-  launch.secret = bootstrap.allgather("secret", bootstrap.rank() == 0 ? random_secret() : "")[0];
-  return identify(launch);
-}
-
 }  // namespace
 
 Job::Job()
@@ -33,10 +27,33 @@ Job::Job()
       engine_(config_.wait) {}
 
 Job::Job(std::unique_ptr<Bootstrap> bootstrap)
-    : config_(configure()),
-      launch_(identify(*bootstrap)),
+    : Job(agree_on_start(*bootstrap), std::move(bootstrap)) {}
+
+Job::Job(Start start, std::unique_ptr<Bootstrap>&& bootstrap)
+    : config_(std::move(start.config)),
+      launch_(std::move(start.launch)),
       bootstrap_(std::move(bootstrap)),
       engine_(config_.wait) {}
+
+// One exchange: every rank's verdict on its configuration, and rank 0's fresh job secret.
+Job::Start Job::agree_on_start(Bootstrap& bootstrap) {
+  Start start;
+  std::string mine;
+  try {
+    start.config = configure();
+    mine = "ok:" + (bootstrap.rank() == 0 ? random_secret() : std::string());
+  } catch (const Error& e) {
+    mine = std::string("error:") + e.what();
+  }
+  const std::vector<std::string> all = bootstrap.allgather("start", mine);
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].starts_with("error:")) {
+      throw Error(Code::invalid_argument, "rank " + std::to_string(r) + ": " + all[r].substr(6));
+    }
+  }
+  start.launch = identify(LaunchInfo{bootstrap.rank(), bootstrap.size(), all[0].substr(3)});
+  return start;
+}
 
 void Job::wait(const std::function<bool()>& done, const char* what) {
   engine_.wait(done, config_.timeout, what);

@@ -18,7 +18,9 @@ class Job {
  public:
   Job();  // from the environment; throws Error naming what is wrong
   // Rank and size from `bootstrap`; the job's secret (which names the shared segment) is drawn
-  // by rank 0 and gathered. Collective.
+  // by rank 0 and gathered. Collective: a rank whose configuration is bad still joins that
+  // first exchange, and then every rank throws its message (a caller's allgather may have no
+  // deadline, so no rank may leave before it).
   explicit Job(std::unique_ptr<Bootstrap> bootstrap);
 
   int rank() const { return launch_.rank; }
@@ -31,6 +33,14 @@ class Job {
   void wait(const std::function<bool()>& done, const char* what);
 
  private:
+  struct Start {
+    Config config;
+    LaunchInfo launch;
+  };
+  static Start agree_on_start(Bootstrap& bootstrap);
+  // By reference: the bootstrap must still be there while agree_on_start() runs on it.
+  Job(Start start, std::unique_ptr<Bootstrap>&& bootstrap);
+
   Config config_;
   LaunchInfo launch_;
   std::unique_ptr<Bootstrap> bootstrap_;

@@ -129,5 +129,22 @@ TEST(Bootstrap, FailingAllgatherFailsInit) {
   }));
 }
 
+// One rank with a bad IBCOLL_* value: it still joins the first exchange, and every rank's init
+// fails naming that rank and the variable (none is left waiting in the caller's allgather).
+TEST(Bootstrap, BadConfigurationOnOneRankFailsEveryRank) {
+  expect_all_ok(run_ranks(3, [](int me, int n) {
+    CallerWires wires = connect_caller();
+    if (me == 2) setenv("IBCOLL_TIMEOUT", "soon", 1);
+    const ibcoll_bootstrap_t bootstrap{me, n, &CallerWires::allgather, &wires};
+    ibcoll_context_t context = nullptr;
+    RANK_CHECK(ibcoll_init_with(&bootstrap, &context) == IBCOLL_ERR_INVALID_ARGUMENT && !context,
+               "init went on with a badly configured rank");
+    RANK_CHECK(std::strstr(ibcoll_last_error(), "rank 2: ") &&
+                   std::strstr(ibcoll_last_error(), "IBCOLL_TIMEOUT"),
+               ibcoll_last_error());
+    return 0;
+  }));
+}
+
 }  // namespace
 }  // namespace ibcoll::testing
