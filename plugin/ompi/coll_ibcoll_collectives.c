@@ -181,7 +181,7 @@ int mca_coll_ibcoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, i
 typedef struct {
   ompi_request_t super;
   ibcoll_request_t request;  /* NULL once ended */
-  ompi_communicator_t* comm; /* for messages */
+  ompi_communicator_t* comm; /* retained until the call ends; named in messages */
   bool freed;                /* MPI_Request_free while running: released when it ends */
 } mca_coll_ibcoll_request_t;
 
