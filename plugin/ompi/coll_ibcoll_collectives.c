@@ -132,6 +132,19 @@ static void note(const char* call, const char* route, ompi_communicator_t* comm,
                       call, count, comm->c_name, route);
 }
 
+/* A call's way: when ibcoll takes it (`taken`: datatype, op and size) and the communicator
+ * maps, its ibcoll communicator with the lock held (the caller unlocks after the call), counted
+ * in `counter`; otherwise NULL, unlocked, counted as a fallback. The log says which. */
+static ibcoll_comm_t enter(mca_coll_ibcoll_module_t* m, bool taken, unsigned long* counter,
+                           const char* call, int count) {
+  mca_coll_ibcoll_lock();
+  ibcoll_comm_t ic = taken ? mca_coll_ibcoll_comm_of(m) : NULL;
+  ++*(ic ? counter : &mca_coll_ibcoll_component.counters.fallback);
+  note(call, ic ? "ibcoll" : "fallback", m->comm, (size_t)count);
+  if (!ic) mca_coll_ibcoll_unlock();
+  return ic;
+}
+
 /* ---- blocking -------------------------------------------------------------------------------- */
 
 int mca_coll_ibcoll_allreduce(const void* sbuf, void* rbuf, int count,
@@ -139,21 +152,15 @@ int mca_coll_ibcoll_allreduce(const void* sbuf, void* rbuf, int count,
                               struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
   allreduce_call_t call;
-  mca_coll_ibcoll_lock();
+  const bool taken = take_allreduce(sbuf, rbuf, count, dtype, op, &call);
   ibcoll_comm_t ic =
-      take_allreduce(sbuf, rbuf, count, dtype, op, &call) ? mca_coll_ibcoll_comm_of(m) : NULL;
+      enter(m, taken, &mca_coll_ibcoll_component.counters.allreduce, "MPI_Allreduce", count);
   if (!ic) {
-    ++mca_coll_ibcoll_component.counters.fallback;
-    mca_coll_ibcoll_unlock();
-    note("MPI_Allreduce", "fallback", comm, (size_t)count);
     return m->previous_allreduce(sbuf, rbuf, count, dtype, op, comm, m->previous_allreduce_module);
   }
-  ++mca_coll_ibcoll_component.counters.allreduce;
-  const ibcoll_status_t s =
-      ibcoll_allreduce(call.send, call.recv, call.count, call.type, call.op, ic);
-  const int rc = outcome(s, "MPI_Allreduce", comm);
+  const int rc = outcome(ibcoll_allreduce(call.send, call.recv, call.count, call.type, call.op, ic),
+                         "MPI_Allreduce", comm);
   mca_coll_ibcoll_unlock();
-  note("MPI_Allreduce", "ibcoll", comm, (size_t)count);
   return rc;
 }
 
@@ -161,18 +168,11 @@ int mca_coll_ibcoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, i
                           struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
   size_t bytes = 0;
-  mca_coll_ibcoll_lock();
-  ibcoll_comm_t ic = take_bcast(count, dtype, &bytes) ? mca_coll_ibcoll_comm_of(m) : NULL;
-  if (!ic) {
-    ++mca_coll_ibcoll_component.counters.fallback;
-    mca_coll_ibcoll_unlock();
-    note("MPI_Bcast", "fallback", comm, (size_t)count);
-    return m->previous_bcast(buf, count, dtype, root, comm, m->previous_bcast_module);
-  }
-  ++mca_coll_ibcoll_component.counters.bcast;
+  const bool taken = take_bcast(count, dtype, &bytes);
+  ibcoll_comm_t ic = enter(m, taken, &mca_coll_ibcoll_component.counters.bcast, "MPI_Bcast", count);
+  if (!ic) return m->previous_bcast(buf, count, dtype, root, comm, m->previous_bcast_module);
   const int rc = outcome(ibcoll_bcast(buf, bytes, IBCOLL_UINT8, root, ic), "MPI_Bcast", comm);
   mca_coll_ibcoll_unlock();
-  note("MPI_Bcast", "ibcoll", comm, (size_t)count);
   return rc;
 }
 
@@ -214,14 +214,15 @@ static int request_cancel(ompi_request_t* request, int complete) {
   return OMPI_SUCCESS; /* collectives cannot be cancelled; MPI_Cancel on one is erroneous */
 }
 
-/* Wraps a started ibcoll request; NULL (and the ibcoll request freed) without memory. */
-static ompi_request_t* track_request(ibcoll_request_t request, ompi_communicator_t* comm) {
+/* Wraps a started ibcoll request into *out; without memory, frees it and says so. */
+static int track_request(ibcoll_request_t request, ompi_communicator_t* comm,
+                         ompi_request_t** out) {
   if (running_count == running_capacity) {
     const size_t capacity = running_capacity ? 2 * running_capacity : 16;
     mca_coll_ibcoll_request_t** grown = realloc(running, capacity * sizeof(*running));
     if (!grown) {
       ibcoll_request_free(&request);
-      return NULL;
+      return MPI_ERR_NO_MEM;
     }
     running = grown;
     running_capacity = capacity;
@@ -237,7 +238,8 @@ static ompi_request_t* track_request(ibcoll_request_t request, ompi_communicator
   OBJ_RETAIN(comm); /* MPI_Comm_free meanwhile must not take the ibcoll communicator away */
   r->freed = false;
   running[running_count++] = r;
-  return &r->super;
+  *out = &r->super;
+  return MPI_SUCCESS;
 }
 
 void mca_coll_ibcoll_forget_requests(void) {
@@ -300,27 +302,19 @@ int mca_coll_ibcoll_iallreduce(const void* sbuf, void* rbuf, int count,
                                mca_coll_base_module_t* module) {
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
   allreduce_call_t call;
-  ibcoll_request_t started = NULL;
-  mca_coll_ibcoll_lock();
+  const bool taken = take_allreduce(sbuf, rbuf, count, dtype, op, &call);
   ibcoll_comm_t ic =
-      take_allreduce(sbuf, rbuf, count, dtype, op, &call) ? mca_coll_ibcoll_comm_of(m) : NULL;
+      enter(m, taken, &mca_coll_ibcoll_component.counters.iallreduce, "MPI_Iallreduce", count);
   if (!ic) {
-    ++mca_coll_ibcoll_component.counters.fallback;
-    mca_coll_ibcoll_unlock();
-    note("MPI_Iallreduce", "fallback", comm, (size_t)count);
     return m->previous_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
                                   m->previous_iallreduce_module);
   }
-  ++mca_coll_ibcoll_component.counters.iallreduce;
-  const ibcoll_status_t s =
-      ibcoll_iallreduce(call.send, call.recv, call.count, call.type, call.op, ic, &started);
-  int rc = outcome(s, "MPI_Iallreduce", comm);
-  if (rc == MPI_SUCCESS) {
-    *request = track_request(started, comm);
-    if (!*request) rc = MPI_ERR_NO_MEM;
-  }
+  ibcoll_request_t started = NULL;
+  int rc =
+      outcome(ibcoll_iallreduce(call.send, call.recv, call.count, call.type, call.op, ic, &started),
+              "MPI_Iallreduce", comm);
+  if (rc == MPI_SUCCESS) rc = track_request(started, comm, request);
   mca_coll_ibcoll_unlock();
-  note("MPI_Iallreduce", "ibcoll", comm, (size_t)count);
   return rc;
 }
 
@@ -329,22 +323,15 @@ int mca_coll_ibcoll_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, 
                            mca_coll_base_module_t* module) {
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
   size_t bytes = 0;
-  ibcoll_request_t started = NULL;
-  mca_coll_ibcoll_lock();
-  ibcoll_comm_t ic = take_bcast(count, dtype, &bytes) ? mca_coll_ibcoll_comm_of(m) : NULL;
+  const bool taken = take_bcast(count, dtype, &bytes);
+  ibcoll_comm_t ic =
+      enter(m, taken, &mca_coll_ibcoll_component.counters.ibcast, "MPI_Ibcast", count);
   if (!ic) {
-    ++mca_coll_ibcoll_component.counters.fallback;
-    mca_coll_ibcoll_unlock();
-    note("MPI_Ibcast", "fallback", comm, (size_t)count);
     return m->previous_ibcast(buf, count, dtype, root, comm, request, m->previous_ibcast_module);
   }
-  ++mca_coll_ibcoll_component.counters.ibcast;
+  ibcoll_request_t started = NULL;
   int rc = outcome(ibcoll_ibcast(buf, bytes, IBCOLL_UINT8, root, ic, &started), "MPI_Ibcast", comm);
-  if (rc == MPI_SUCCESS) {
-    *request = track_request(started, comm);
-    if (!*request) rc = MPI_ERR_NO_MEM;
-  }
+  if (rc == MPI_SUCCESS) rc = track_request(started, comm, request);
   mca_coll_ibcoll_unlock();
-  note("MPI_Ibcast", "ibcoll", comm, (size_t)count);
   return rc;
 }

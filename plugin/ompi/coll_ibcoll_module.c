@@ -4,25 +4,15 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "coll_ibcoll.h"
 #include "ompi/proc/proc.h"
 #include "opal/util/output.h"
 
 static void module_construct(mca_coll_ibcoll_module_t* m) {
-  m->comm = NULL;
-  m->ibcoll_comm = NULL;
-  m->unusable = false;
-  m->previous_allreduce = NULL;
-  m->previous_allreduce_module = NULL;
-  m->previous_bcast = NULL;
-  m->previous_bcast_module = NULL;
-  m->previous_iallreduce = NULL;
-  m->previous_iallreduce_module = NULL;
-  m->previous_ibcast = NULL;
-  m->previous_ibcast_module = NULL;
-  m->previous_allgather = NULL;
-  m->previous_allgather_module = NULL;
+  /* Everything after the base module starts empty: no communicator, nothing saved. */
+  memset((char*)m + sizeof(m->super), 0, sizeof(*m) - sizeof(m->super));
 }
 
 static void module_destruct(mca_coll_ibcoll_module_t* m) {
