@@ -50,6 +50,7 @@ class SlotCheck final : public CallCheck {
     return verdict_.ok() ? CollectiveTask::State::done : CollectiveTask::State::failed;
   }
   Status verdict() const override { return verdict_; }
+  Status earlier_verdict() const override { return exchange_.earlier_verdict(); }
 
  private:
   SlotExchange exchange_;
@@ -57,21 +58,6 @@ class SlotCheck final : public CallCheck {
 };
 
 }  // namespace
-
-std::array<uint64_t, CallSignature::kFields> CallSignature::fields() const {
-  return {static_cast<uint64_t>(collective), count, static_cast<uint64_t>(type),
-          static_cast<uint64_t>(op),         root,  group};
-}
-
-CallSignature signature_of(Collective collective, const CollectiveArgs& args) {
-  const bool reduces = collective == Collective::allreduce;
-  return {collective,
-          args.count,
-          args.type,
-          reduces ? args.op : ReduceOp::sum,
-          reduces ? 0 : static_cast<uint64_t>(args.root),
-          args.agreed};
-}
 
 Status compare_calls(const std::array<uint64_t, CallSignature::kFields>& low,
                      const std::array<uint64_t, CallSignature::kFields>& high) {

@@ -15,7 +15,7 @@
 
 namespace ibcoll::collectives {
 
-enum class Collective;
+enum class Collective { allreduce, bcast };
 
 struct CallSignature {
   Collective collective;
@@ -26,11 +26,22 @@ struct CallSignature {
   uint64_t group = 0;           // communicator creation: a digest of the member list
 
   static constexpr size_t kFields = 6;
-  std::array<uint64_t, kFields> fields() const;
+  std::array<uint64_t, kFields> fields() const {
+    return {static_cast<uint64_t>(collective), count, static_cast<uint64_t>(type),
+            static_cast<uint64_t>(op),         root,  group};
+  }
 };
 
-// The fields of a call that every rank must pass alike.
-CallSignature signature_of(Collective collective, const CollectiveArgs& args);
+// The fields of a call that every rank must pass alike. Inline: every call makes one.
+inline CallSignature signature_of(Collective collective, const CollectiveArgs& args) {
+  const bool reduces = collective == Collective::allreduce;
+  return {collective,
+          args.count,
+          args.type,
+          reduces ? args.op : ReduceOp::sum,
+          reduces ? 0 : static_cast<uint64_t>(args.root),
+          args.agreed};
+}
 
 // ok when low == high field by field, else mismatch naming the fields and their ranges.
 Status compare_calls(const std::array<uint64_t, CallSignature::kFields>& low,
@@ -44,6 +55,9 @@ class CallCheck {
   // Once advance() has ended: ok when every rank made the same call; mismatch naming the
   // fields that differ; or the transport's failure.
   virtual Status verdict() const = 0;
+  // A verdict on an earlier call of this rank's, which this call reports once it has run (a
+  // bcast's root runs ahead: slot_exchange.h); ok if none.
+  virtual Status earlier_verdict() const { return {}; }
 };
 
 // `base_tag` is the call's tag; the check uses the steps from kAlgorithmSteps up.

@@ -16,7 +16,8 @@ Communicator::Communicator(transport::Channel& channel, std::vector<int> members
       rank_(rank),
       id_(id),
       policy_(std::move(policy)),
-      slots_(std::move(slots)) {
+      slots_(std::move(slots)),
+      max_message_size_(channel_.max_message_size()) {
   // Fail now, not at the first call, on an unknown forced algorithm.
   choose(Collective::allreduce, 0, DataType::uint8);
   choose(Collective::bcast, 0, DataType::uint8);
@@ -34,9 +35,9 @@ void Communicator::check_arguments(Collective collective, const CollectiveArgs& 
     fail("type: " + std::to_string(static_cast<int>(a.type)) + " is not a data type");
   }
   const size_t element = type_size(a.type);
-  if (a.count > channel_.max_message_size() / element) {
+  if (a.count > max_message_size_ / element) {
     fail("count: " + std::to_string(a.count) + " elements of " + type_name(a.type) +
-         " exceed the largest message, " + std::to_string(channel_.max_message_size()) + " bytes");
+         " exceed the largest message, " + std::to_string(max_message_size_) + " bytes");
   }
   if (collective == Collective::allreduce) {
     if (static_cast<int>(a.op) >= kReduceOpCount) {
@@ -53,39 +54,47 @@ void Communicator::check_arguments(Collective collective, const CollectiveArgs& 
   }
 }
 
-std::unique_ptr<Operation> Communicator::start(Collective collective, const CollectiveArgs& args,
-                                               uint64_t extra) {
+PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& args,
+                                   uint64_t extra) {
   check_arguments(collective, args);
   CollectiveArgs call = args;
   call.agreed = extra;
-  const Algorithm& algorithm = choose(collective, call.count, call.type);
-  const Algorithm*& last = last_choice_[static_cast<size_t>(collective)];
-  if (last != &algorithm) {  // said once per change, not per call
-    IBCOLL_LOG(info, "communicator " << id_ << ": " << collective_name(collective) << " of "
-                                     << call.count * type_size(call.type) << " bytes on " << size()
-                                     << " ranks uses " << algorithm.name);
-    last = &algorithm;
+  const size_t bytes = call.count * type_size(call.type);
+  Choice& last = last_choice_[static_cast<size_t>(collective)];
+  if (!last.algorithm || last.bytes != bytes) {
+    const Algorithm& algorithm = choose(collective, call.count, call.type);
+    if (last.algorithm != &algorithm) {  // said once per change, not per call
+      IBCOLL_LOG(info, "communicator " << id_ << ": " << collective_name(collective) << " of "
+                                       << bytes << " bytes on " << size() << " ranks uses "
+                                       << algorithm.name);
+    }
+    last = {bytes, &algorithm};
   }
+  const Algorithm& algorithm = *last.algorithm;
   const uint64_t tag = call_tag(id_, next_sequence_++);
   Group group{channel_, rank_, members_, slots_ ? &*slots_ : nullptr, 0};
   const bool check = policy_.check_calls && size() > 1 && !algorithm.uses_slots;
   // Every call that touches the slots takes a turn there; with checks on, that is every call,
   // whatever algorithm each rank picked.
   if (slots_ && (check || algorithm.uses_slots)) group.slot_sequence = slots_->next_sequence++;
-  const CallSignature signature = signature_of(collective, call);
+  return {algorithm, group, call, tag, check};
+}
+
+std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
+  const CallSignature signature = signature_of(call.algorithm.collective, call.args);
   std::unique_ptr<CallCheck> checker;
   std::unique_ptr<CollectiveTask> task;
-  if (check && !slots_ && algorithm.make_checked) {  // the algorithm is its own check
-    task = algorithm.make_checked(group, call, tag, signature);
+  if (call.checked && !slots_ && call.algorithm.make_checked) {  // the algorithm is its own check
+    task = call.algorithm.make_checked(call.group, call.args, call.tag, signature);
   } else {
-    if (check) {
-      checker =
-          slots_ ? make_slot_check(group, signature) : make_message_check(group, signature, tag);
+    if (call.checked) {
+      checker = slots_ ? make_slot_check(call.group, signature)
+                       : make_message_check(call.group, signature, call.tag);
     }
-    task = algorithm.make(group, call, tag);
+    task = call.algorithm.make(call.group, call.args, call.tag);
   }
-  auto operation =
-      std::make_unique<Operation>(std::move(task), std::move(checker), channel_, members_, tag);
+  auto operation = std::make_unique<Operation>(std::move(task), std::move(checker), channel_,
+                                               members_, call.tag);
   operation->start();
   return operation;
 }

@@ -14,6 +14,17 @@
 
 namespace ibcoll::collectives {
 
+// A call whose arguments passed, with its algorithm chosen and its sequence numbers taken: it
+// must now be started, or run here when its algorithm can (Algorithm::run_here).
+struct PreparedCall {
+  const Algorithm& algorithm;
+  Group group;
+  CollectiveArgs args;
+  uint64_t tag;
+  bool checked;  // with a separate call check ahead of the algorithm
+  bool runs_here() const { return algorithm.run_here && !checked; }
+};
+
 struct Policy {
   std::string allreduce_algorithm;  // empty or "auto": by the selection table
   std::string bcast_algorithm;
@@ -32,10 +43,15 @@ class Communicator {
   uint16_t id() const { return id_; }
   const std::vector<int>& members() const { return members_; }
 
-  // Checks the arguments, then starts the call. `extra` goes into the call check (a digest
-  // that callers such as communicator creation want all ranks to agree on).
+  // Checks the arguments (Error(invalid_argument) naming one) and prepares the call. `extra`
+  // goes into the call check (a digest that callers such as communicator creation want all
+  // ranks to agree on).
+  PreparedCall prepare(Collective collective, const CollectiveArgs& args, uint64_t extra = 0);
+  std::unique_ptr<Operation> start(const PreparedCall& call);
   std::unique_ptr<Operation> start(Collective collective, const CollectiveArgs& args,
-                                   uint64_t extra = 0);
+                                   uint64_t extra = 0) {
+    return start(prepare(collective, args, extra));
+  }
   // The algorithm a call of `count` elements of `type` would use.
   const Algorithm& choose(Collective collective, size_t count, DataType type) const;
 
@@ -48,8 +64,15 @@ class Communicator {
   uint16_t id_;
   Policy policy_;
   std::optional<SlotGroup> slots_;
+  size_t max_message_size_;  // the channel's, asked once
   uint64_t next_sequence_ = 1;
-  const Algorithm* last_choice_[2] = {nullptr, nullptr};  // per collective, for the log
+  // Per collective, the last call's size and algorithm: calls in a loop choose once, and a
+  // change of algorithm is logged once.
+  struct Choice {
+    size_t bytes = 0;
+    const Algorithm* algorithm = nullptr;
+  };
+  Choice last_choice_[2];
 };
 
 }  // namespace ibcoll::collectives

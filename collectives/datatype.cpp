@@ -4,28 +4,6 @@
 
 namespace ibcoll::collectives {
 
-size_t type_size(DataType type) {
-  switch (type) {
-    case DataType::int8:
-    case DataType::uint8:
-      return 1;
-    case DataType::int16:
-    case DataType::uint16:
-    case DataType::float16:
-    case DataType::bfloat16:
-      return 2;
-    case DataType::int32:
-    case DataType::uint32:
-    case DataType::float32:
-      return 4;
-    case DataType::int64:
-    case DataType::uint64:
-    case DataType::float64:
-      return 8;
-  }
-  return 0;
-}
-
 const char* type_name(DataType type) {
   static const char* const names[kDataTypeCount] = {"int8",    "int16",    "int32",   "int64",
                                                     "uint8",   "uint16",   "uint32",  "uint64",

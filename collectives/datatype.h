@@ -28,7 +28,28 @@ inline constexpr int kDataTypeCount = 12;
 enum class ReduceOp : uint8_t { sum, prod, min, max, band, bor, bxor };
 inline constexpr int kReduceOpCount = 7;
 
-size_t type_size(DataType type);
+// Bytes per element; inline, as every call asks several times.
+constexpr size_t type_size(DataType type) {
+  switch (type) {
+    case DataType::int8:
+    case DataType::uint8:
+      return 1;
+    case DataType::int16:
+    case DataType::uint16:
+    case DataType::float16:
+    case DataType::bfloat16:
+      return 2;
+    case DataType::int32:
+    case DataType::uint32:
+    case DataType::float32:
+      return 4;
+    case DataType::int64:
+    case DataType::uint64:
+    case DataType::float64:
+      return 8;
+  }
+  return 0;
+}
 const char* type_name(DataType type);
 const char* op_name(ReduceOp op);
 bool is_floating(DataType type);

@@ -44,12 +44,13 @@ Operation::State Operation::advance() {
   if (checking_) {
     if (check_->advance() == State::running) return State::running;
     if (Status verdict = check_->verdict(); !verdict.ok()) return finish(std::move(verdict));
+    earlier_verdict_ = check_->earlier_verdict();
     checking_ = false;
     task_->start();
   }
   const State task_state = task_->advance();
   if (task_state == State::running) return State::running;
-  return finish(task_->status());
+  return finish(task_->status().ok() ? earlier_verdict_ : task_->status());
 }
 
 void Operation::abandon(const Status& why) {

@@ -47,6 +47,7 @@ class Operation {
   bool checking_ = false;  // in the call check; the task has not started
   State state_ = State::running;
   Status status_;
+  Status earlier_verdict_;  // the check's, reported once the task has run
 };
 
 }  // namespace ibcoll::collectives

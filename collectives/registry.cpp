@@ -17,7 +17,7 @@ namespace {
 const Algorithm kAlgorithms[] = {
     {Collective::allreduce, "slots",
      "node-local: each rank publishes to its shared slot, all fold the slots in rank order",
-     make_slots_allreduce, true},
+     make_slots_allreduce, true, nullptr, run_slots_allreduce_here},
     {Collective::allreduce, "recursive_doubling",
      "log2(p) whole-vector exchanges; non-powers of two fold in first (small messages)",
      make_recursive_doubling_allreduce, false, make_checked_recursive_doubling_allreduce},
@@ -27,7 +27,7 @@ const Algorithm kAlgorithms[] = {
     {Collective::allreduce, "ring",
      "reduce-scatter + allgather around a ring in pipelined segments (large)", make_ring_allreduce},
     {Collective::bcast, "slots", "node-local: the root publishes to its shared slot, all copy it",
-     make_slots_bcast, true},
+     make_slots_bcast, true, nullptr, run_slots_bcast_here},
     {Collective::bcast, "binomial", "binomial tree from the root, whole vector per edge",
      make_binomial_bcast},
     {Collective::bcast, "scatter_allgather",

@@ -10,7 +10,6 @@
 
 namespace ibcoll::collectives {
 
-enum class Collective { allreduce, bcast };
 const char* collective_name(Collective collective);
 
 struct Algorithm {
@@ -26,6 +25,10 @@ struct Algorithm {
   std::unique_ptr<CollectiveTask> (*make_checked)(Group group, CollectiveArgs args,
                                                   uint64_t base_tag,
                                                   const CallSignature& signature) = nullptr;
+  // Runs a blocking call to its end on the caller's stack, allocating nothing; for the slot
+  // algorithms, whose calls complete by reading memory. Null if none.
+  Status (*run_here)(const Group& group, const CollectiveArgs& args, uint64_t base_tag,
+                     WaitUntil wait) = nullptr;
 };
 
 std::span<const Algorithm> algorithms();

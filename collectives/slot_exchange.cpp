@@ -22,12 +22,13 @@ std::array<uint64_t, CallSignature::kFields> unpack(const uint64_t* w) {
 
 }  // namespace
 
-SlotExchange::SlotExchange(const Group& group, const CallSignature& mine)
+SlotExchange::SlotExchange(const Group& group, const CallSignature& mine, int source)
     : slots_(*group.slots),
       rank_(group.rank),
       size_(group.size()),
       sequence_(group.slot_sequence),
-      signature_(pack(mine)) {}
+      signature_(pack(mine)),
+      source_(source) {}
 
 Region::Buffer& SlotExchange::buffer_of(int member, uint64_t sequence) const {
   return slots_.region->slot(slots_.index, slots_.local_ranks[static_cast<size_t>(member)])
@@ -38,18 +39,45 @@ bool SlotExchange::gone(int member) {
   if (++idle_ % kPollsPerLivenessCheck != 0) return false;
   const int local = slots_.local_ranks[static_cast<size_t>(member)];
   if (slots_.region->alive(local)) return false;
-  failure_ =
+  verdict_ =
       Status(Code::peer_failed, "rank " + std::to_string(member) + " of the communicator (pid " +
                                     std::to_string(slots_.region->pid(local)) + ") has exited");
+  done_ = true;
+  return true;
+}
+
+bool SlotExchange::all_published(uint64_t sequence) {
+  for (; next_member_ < size_; ++next_member_) {
+    if (Region::load(buffer_of(next_member_, sequence).ready) < sequence) return gone(next_member_);
+  }
+  next_member_ = 0;
+  return true;
+}
+
+bool SlotExchange::verified_earlier_call() {
+  const uint64_t earlier = slots_.unverified;
+  if (earlier == 0) return true;
+  if (!all_published(earlier)) return false;
+  if (done_) return true;  // a member died
+  earlier_ = compare_signatures(earlier, slots_.unverified_signature);
+  if (!earlier_.ok()) {
+    earlier_ = Status(earlier_.code(),
+                      "this rank's call before this one, which it left without "
+                      "waiting for every rank, was mismatched: " +
+                          earlier_.message());
+  }
+  slots_.unverified = 0;
   return true;
 }
 
 bool SlotExchange::advance(const void* data, size_t bytes) {
-  if (!failure_.ok()) return true;
+  if (done_) return true;
   if (!published_) {
     // Calls in flight at once take their turns in order: publishing a call says that every
     // earlier call's buffers have been read.
     if (slots_.released + 1 != sequence_) return false;
+    if (!verified_earlier_call()) return false;
+    if (done_) return true;
     // Our buffer last held call sequence - 3: each member has read it once it has published
     // call sequence - 2.
     for (size_t m = 0; m < static_cast<size_t>(size_); ++m) {
@@ -64,21 +92,36 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
     Region::store(mine.ready, sequence_);
     published_ = true;
   }
-  for (; next_member_ < size_; ++next_member_) {
-    if (Region::load(buffer_of(next_member_).ready) < sequence_) return gone(next_member_);
+  if (source_ == kEveryMember) {
+    if (!all_published(sequence_)) return false;
+    if (done_) return true;
+    verdict_ = compare_signatures(sequence_, signature_);
+  } else {
+    if (Region::load(buffer_of(source_).ready) < sequence_) return gone(source_);
+    verdict_ = compare_signatures(sequence_, signature_, source_);
+    // The others' signatures are compared at the next call, unless this one already failed.
+    if (verdict_.ok()) {
+      slots_.unverified = sequence_;
+      slots_.unverified_signature = signature_;
+    }
   }
+  done_ = true;
   return true;
 }
 
-Status SlotExchange::verdict() const {
-  if (!failure_.ok()) return failure_;
+Status SlotExchange::compare_signatures(uint64_t sequence, const Signature& mine, int only) const {
+  const int first = only == kEveryMember ? 0 : only;
+  const int end = only == kEveryMember ? size_ : only + 1;
   bool same = true;
-  for (int m = 0; m < size_ && same; ++m)
-    same = std::memcmp(buffer_of(m).signature, signature_.data(), sizeof(signature_)) == 0;
+  for (int m = first; m < end && same; ++m) {
+    const uint64_t* theirs = buffer_of(m, sequence).signature;
+    for (size_t w = 0; w < mine.size(); ++w)
+      same = same && theirs[w] == mine[w];
+  }
   if (same) return {};
-  auto low = unpack(signature_.data()), high = low;
-  for (int m = 0; m < size_; ++m) {
-    const auto theirs = unpack(buffer_of(m).signature);
+  auto low = unpack(mine.data()), high = low;
+  for (int m = first; m < end; ++m) {
+    const auto theirs = unpack(buffer_of(m, sequence).signature);
     for (size_t i = 0; i < theirs.size(); ++i) {
       low[i] = std::min(low[i], theirs[i]);
       high[i] = std::max(high[i], theirs[i]);

@@ -1,9 +1,14 @@
 // SlotExchange: one call's turn in the slot region. Once every member has read what this rank
 // put in the same buffer three calls ago (seen by its having published the call before last),
 // it writes its call signature (and data, if any) and publishes them with the call's sequence
-// number; then it waits for every member's. Each step
-// is tried once per advance(), so it never blocks. Afterwards every member's data can be read
-// until release(), and every member has seen every signature, so all reach the same verdict.
+// number; then it waits for every member's. Each step is tried once per advance(), so it never
+// blocks. Afterwards every member's data can be read until release(), and every member has
+// seen every signature, so all reach the same verdict.
+// A rank that needs one member's data only (a bcast: the root's; the root itself: nobody's)
+// waits for that member alone and compares its signature with that member's. It compares the
+// others' at its next turn, before publishing again (so their buffers still hold that call); a
+// mismatch found there fails its next call. So every rank reports a mismatch: the ones that
+// differ from the root at once, the others one call late.
 #pragma once
 
 #include <cstddef>
@@ -14,20 +19,36 @@ namespace ibcoll::collectives {
 
 class SlotExchange {
  public:
-  SlotExchange(const Group& group, const CallSignature& mine);
+  static constexpr int kEveryMember = -1;
+
+  // `source`: the one member whose contribution this rank needs, or kEveryMember.
+  SlotExchange(const Group& group, const CallSignature& mine, int source = kEveryMember);
   // Publishes `bytes` (≤ SlotRegion::kDataBytes) of `data` once the buffer is free, then looks
-  // for the others'. True once every member's contribution to this call is visible, or a
-  // member it waits on has died (the verdict says which).
+  // for the others'. True once the contributions this rank needs are visible, or a member it
+  // waits on has died (the verdict says which).
   bool advance(const void* data, size_t bytes);
-  Status verdict() const;
+  // Once advance() is true: ok, a mismatch with the members seen, or a dead member.
+  const Status& verdict() const { return verdict_; }
+  // The verdict on this rank's call before this one, if it saw only one member then (ok if
+  // not). It fails this call once this call has run: the others need this rank's part of it.
+  const Status& earlier_verdict() const { return earlier_; }
   const std::byte* data_of(int member) const;
   // This rank has finished reading the call's buffers.
   void release();
 
  private:
   using Region = transport::shm::SlotRegion;
+  using Signature = std::array<uint64_t, Region::kSignatureWords>;
   Region::Buffer& buffer_of(int member, uint64_t sequence) const;
   Region::Buffer& buffer_of(int member) const { return buffer_of(member, sequence_); }
+  // True once every member has published call `sequence` (or one has died).
+  bool all_published(uint64_t sequence);
+  // Whether the signatures of call `sequence` of every member (or of `only`) equal `mine`,
+  // else the mismatch.
+  Status compare_signatures(uint64_t sequence, const Signature& mine,
+                            int only = kEveryMember) const;
+  // This rank's call before, if unverified, compared once every member has published it.
+  bool verified_earlier_call();
   // A fruitless look at `member`: now and then, make sure it is still alive. True once dead.
   bool gone(int member);
   // Fruitless advances between two such checks (a check reads /proc).
@@ -36,11 +57,14 @@ class SlotExchange {
   SlotGroup& slots_;
   int rank_, size_;
   uint64_t sequence_;
-  std::array<uint64_t, Region::kSignatureWords> signature_;
+  Signature signature_;
+  int source_;
   bool published_ = false;
+  bool done_ = false;
   int next_member_ = 0;  // the next member whose contribution has not been seen
   uint32_t idle_ = 0;
-  Status failure_;
+  Status verdict_;
+  Status earlier_;
 };
 
 }  // namespace ibcoll::collectives

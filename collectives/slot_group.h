@@ -4,6 +4,7 @@
 // so each local rank's slot has one writer.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -19,6 +20,11 @@ struct SlotGroup {
   uint64_t released = 0;  // this rank's last call done with its buffers: calls go in order
   // Per member, the highest call seen published: a buffer known free needs no second look.
   std::vector<uint64_t> seen_ready;  // sized like local_ranks
+  // A call this rank ran ahead in (a bcast's root: it needs nothing from the others) whose
+  // members' signatures it has not compared yet: its sequence number (0: none) and this
+  // rank's signature, packed as in the region. Its next call compares them first.
+  uint64_t unverified = 0;
+  std::array<uint64_t, transport::shm::SlotRegion::kSignatureWords> unverified_signature{};
 };
 
 }  // namespace ibcoll::collectives

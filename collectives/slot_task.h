@@ -1,6 +1,7 @@
 // SlotTask: a collective that is one SlotExchange: it publishes its contribution, and once every
 // member's is visible and all made the same call, consumes them; a mismatch or a dead member
-// fails it on every rank alike. The slot algorithms say only what they publish and consume.
+// fails it on every rank (one that needs a single member's data may learn of it at its next
+// call: slot_exchange.h). The slot algorithms say only what they publish and consume.
 #pragma once
 
 #include <utility>
@@ -12,21 +13,41 @@ namespace ibcoll::collectives {
 
 class SlotTask : public CollectiveTask {
  public:
-  SlotTask(Group group, CollectiveArgs args, uint64_t base_tag, Collective collective)
-      : CollectiveTask(std::move(group), args, base_tag),
-        exchange_(group_, signature_of(collective, args_)) {}
+  // `source`: the one member whose contribution this rank needs, if only one (SlotExchange).
+  SlotTask(const Group& group, const CollectiveArgs& args, uint64_t base_tag, Collective collective,
+           int source = SlotExchange::kEveryMember)
+      : CollectiveTask(group, args, base_tag),
+        exchange_(group_, signature_of(collective, args_), source) {}
 
   void start() override {}
 
   State advance() override {
     const auto [data, bytes] = contribution();
     if (!exchange_.advance(data, bytes)) return State::running;
-    Status verdict = exchange_.verdict();
-    if (verdict.ok()) consume(exchange_);
+    if (exchange_.verdict().ok()) consume(exchange_);
     exchange_.release();
+    const Status& verdict =
+        exchange_.verdict().ok() ? exchange_.earlier_verdict() : exchange_.verdict();
     if (verdict.ok()) return State::done;
-    fail(std::move(verdict));
+    fail(verdict);
     return State::failed;
+  }
+
+  // Runs the call to its end, looking at the slots several times per round of `wait`'s
+  // progress (a look costs a few loads; a round polls every transport).
+  Status run_here(WaitUntil wait) {
+    constexpr int kLooksPerRound = 16;
+    State state = State::running;
+    try {
+      wait([&] {
+        for (int look = 0; look < kLooksPerRound && state == State::running; ++look)
+          state = advance();
+        return state != State::running;
+      });
+    } catch (const Error& e) {
+      return e.status();
+    }
+    return status();
   }
 
  protected:

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "base/function_ref.h"
 #include "base/status.h"
 #include "collectives/datatype.h"
 #include "collectives/slot_group.h"
@@ -37,12 +38,17 @@ struct CollectiveArgs {
   uint64_t agreed = 0;          // a digest every rank must pass alike (communicator creation)
 };
 
+// Drives progress (the transports, every other call in flight) until done() holds; throws
+// Error(timeout) once the deadline passes. A call run to its end on its caller's stack hands
+// in its own looks as done().
+using WaitUntil = FunctionRef<void(FunctionRef<bool()> done)>;
+
 class CollectiveTask {
  public:
   enum class State { running, done, failed };
 
-  CollectiveTask(Group group, CollectiveArgs args, uint64_t base_tag)
-      : group_(std::move(group)), args_(args), base_tag_(base_tag) {}
+  CollectiveTask(const Group& group, const CollectiveArgs& args, uint64_t base_tag)
+      : group_(group), args_(args), base_tag_(base_tag) {}
   virtual ~CollectiveTask() = default;
 
   virtual void start() = 0;

@@ -171,7 +171,20 @@ std::unique_ptr<Request> Context::start(Communicator& communicator, Collective c
 
 Status Context::run(Communicator& communicator, Collective collective,
                     const collectives::CollectiveArgs& args) {
-  Request request(*this, communicator.start(collective, args));
+  const collectives::PreparedCall call = communicator.prepare(collective, args);
+  if (call.runs_here()) {
+    return call.algorithm.run_here(call.group, call.args, call.tag,
+                                   [this](FunctionRef<bool()> done) {
+                                     job_.engine().wait(
+                                         [&] {
+                                           if (done()) return true;
+                                           advance_all();
+                                           return false;
+                                         },
+                                         job_.config().timeout, "collective");
+                                   });
+  }
+  Request request(*this, communicator.start(call));
   return wait(request);
 }
 

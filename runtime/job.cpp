@@ -55,7 +55,7 @@ Job::Start Job::agree_on_start(Bootstrap& bootstrap) {
   return start;
 }
 
-void Job::wait(const std::function<bool()>& done, const char* what) {
+void Job::wait(FunctionRef<bool()> done, const char* what) {
   engine_.wait(done, config_.timeout, what);
 }
 

@@ -30,7 +30,7 @@ class Job {
   Bootstrap& bootstrap() { return *bootstrap_; }
   transport::ProgressEngine& engine() { return engine_; }
   // Drives progress until done(); throws Error(timeout) after IBCOLL_TIMEOUT.
-  void wait(const std::function<bool()>& done, const char* what);
+  void wait(FunctionRef<bool()> done, const char* what);
 
  private:
   struct Start {

@@ -50,7 +50,7 @@ int ProgressEngine::progress() {
   return events;
 }
 
-void ProgressEngine::wait(const std::function<bool()>& done, std::chrono::milliseconds budget,
+void ProgressEngine::wait(FunctionRef<bool()> done, std::chrono::milliseconds budget,
                           const char* what) {
   std::optional<Deadline> deadline;
   int idle = 0;
@@ -68,6 +68,7 @@ void ProgressEngine::wait(const std::function<bool()>& done, std::chrono::millis
       }
     }
     if (policy_ == WaitPolicy::spin || idle < spin_polls_) continue;
+    if (!deadline) deadline.emplace(budget);  // spinning may end before the first clock read
     if (policy_ == WaitPolicy::event) {
       sleep_on_events(*deadline);
     } else {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/deadline.h"
+#include "base/function_ref.h"
 
 namespace ibcoll::transport {
 
@@ -51,14 +52,15 @@ class ProgressEngine {
   // Drives progress until done() is true. Throws Error(timeout) naming `what` once `budget`
   // has passed. The clock is first read after a few idle polls (reading it costs more than a
   // poll), so a wait that completes at once never touches it.
-  void wait(const std::function<bool()>& done, std::chrono::milliseconds budget, const char* what);
+  void wait(FunctionRef<bool()> done, std::chrono::milliseconds budget, const char* what);
 
   WaitPolicy policy() const { return policy_; }
   // Idle polls before an adaptive or event wait yields or sleeps. Short when ranks outnumber
   // cores: a waiting rank must hand its core to the rank it waits for.
   void set_spin_polls(int polls) { spin_polls_ = polls; }
   static constexpr int kDefaultSpinPolls = 2000;  // ≈100 µs of polling
-  static constexpr int kOversubscribedSpinPolls = 16;
+  // Ranks outnumber cores: one round (a peer that runs answers within it), then yield.
+  static constexpr int kOversubscribedSpinPolls = 1;
 
  private:
   void sleep_on_events(const Deadline& deadline);

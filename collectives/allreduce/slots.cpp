@@ -10,8 +10,8 @@ namespace {
 
 class SlotsAllreduce final : public SlotTask {
  public:
-  SlotsAllreduce(Group group, CollectiveArgs args, uint64_t base_tag)
-      : SlotTask(std::move(group), args, base_tag, Collective::allreduce) {}
+  SlotsAllreduce(const Group& group, const CollectiveArgs& args, uint64_t base_tag)
+      : SlotTask(group, args, base_tag, Collective::allreduce) {}
 
  private:
   std::pair<const void*, size_t> contribution() const override { return {args_.send, bytes()}; }
@@ -29,7 +29,12 @@ class SlotsAllreduce final : public SlotTask {
 
 std::unique_ptr<CollectiveTask> make_slots_allreduce(Group group, CollectiveArgs args,
                                                      uint64_t base_tag) {
-  return std::make_unique<SlotsAllreduce>(std::move(group), args, base_tag);
+  return std::make_unique<SlotsAllreduce>(group, args, base_tag);
+}
+
+Status run_slots_allreduce_here(const Group& group, const CollectiveArgs& args, uint64_t base_tag,
+                                WaitUntil wait) {
+  return SlotsAllreduce(group, args, base_tag).run_here(wait);
 }
 
 }  // namespace ibcoll::collectives

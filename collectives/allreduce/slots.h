@@ -11,5 +11,7 @@ namespace ibcoll::collectives {
 
 std::unique_ptr<CollectiveTask> make_slots_allreduce(Group group, CollectiveArgs args,
                                                      uint64_t base_tag);
+Status run_slots_allreduce_here(const Group& group, const CollectiveArgs& args, uint64_t base_tag,
+                                WaitUntil wait);
 
 }  // namespace ibcoll::collectives

@@ -9,8 +9,9 @@ namespace {
 
 class SlotsBcast final : public SlotTask {
  public:
-  SlotsBcast(Group group, CollectiveArgs args, uint64_t base_tag)
-      : SlotTask(std::move(group), args, base_tag, Collective::bcast) {}
+  // Every rank needs the root's data alone (the root: its own, so it waits for nobody).
+  SlotsBcast(const Group& group, const CollectiveArgs& args, uint64_t base_tag)
+      : SlotTask(group, args, base_tag, Collective::bcast, args.root) {}
 
  private:
   bool root() const { return group_.rank == args_.root; }
@@ -26,7 +27,12 @@ class SlotsBcast final : public SlotTask {
 
 std::unique_ptr<CollectiveTask> make_slots_bcast(Group group, CollectiveArgs args,
                                                  uint64_t base_tag) {
-  return std::make_unique<SlotsBcast>(std::move(group), args, base_tag);
+  return std::make_unique<SlotsBcast>(group, args, base_tag);
+}
+
+Status run_slots_bcast_here(const Group& group, const CollectiveArgs& args, uint64_t base_tag,
+                            WaitUntil wait) {
+  return SlotsBcast(group, args, base_tag).run_here(wait);
 }
 
 }  // namespace ibcoll::collectives

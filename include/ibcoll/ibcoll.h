@@ -4,7 +4,10 @@
  * ibcoll_last_error() says what went wrong, naming the argument or the peer at fault. A call
  * that fails on bad arguments changes nothing. Collective calls must be made by every rank of
  * the communicator in the same order; ranks that disagree (count, type, op, root) all get
- * IBCOLL_ERR_MISMATCH. Blocking calls and ibcoll_wait end after IBCOLL_TIMEOUT at the latest.
+ * IBCOLL_ERR_MISMATCH. In a small bcast between ranks of one node, which waits for the root
+ * alone, a rank whose call matched its root's gets it from its next call on that communicator
+ * instead (which has run in full; the message says the mismatch was in the call before).
+ * Blocking calls and ibcoll_wait end after IBCOLL_TIMEOUT at the latest.
  * Not thread-safe: one thread per context at a time. */
 #ifndef IBCOLL_IBCOLL_H
 #define IBCOLL_IBCOLL_H

@@ -1,5 +1,9 @@
 // ProgressEngine: waits drive every poller, honour the deadline, and parse their policy.
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
 
 #include "base/status.h"
 #include "transport/progress.h"
@@ -39,6 +43,29 @@ TEST(Progress, WaitThrowsTimeoutNamingTheOperation) {
       EXPECT_NE(std::string(e.what()).find("never"), std::string::npos);
     }
     EXPECT_GT(p.polls, 0);
+  }
+}
+
+// A poller that could sleep on a file descriptor that never becomes readable.
+struct SleepyPoller : Poller {
+  int fd = eventfd(0, EFD_NONBLOCK);
+  ~SleepyPoller() override { close(fd); }
+  int poll() override { return 0; }
+  int arm_event_fd() override { return fd; }
+};
+
+// Ranks outnumber cores: a wait spins one round, then yields or sleeps, long before its first
+// clock read; it must still end at its deadline.
+TEST(Progress, WaitThatStopsSpinningAtOnceStillTimesOut) {
+  for (auto policy : {WaitPolicy::adaptive, WaitPolicy::event}) {
+    ProgressEngine engine(policy);
+    engine.set_spin_polls(ProgressEngine::kOversubscribedSpinPolls);
+    SleepyPoller p;
+    ASSERT_GE(p.fd, 0);
+    engine.add(&p);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_THROW(engine.wait([] { return false; }, std::chrono::milliseconds(50), "sleepy"), Error);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   }
 }
 

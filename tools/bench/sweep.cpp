@@ -34,12 +34,22 @@ std::vector<Measurement> sweep(Subject& subject, Collective collective, const Se
       subject.run(collective, send.data(), recv.data(), count);
     std::vector<double> round_means;
     for (int round = 0; round < settings.rounds; ++round) {
-      subject.barrier();
-      const auto start = Clock::now();
-      for (int i = 0; i < iterations; ++i)
-        subject.run(collective, send.data(), recv.data(), count);
-      const std::chrono::duration<double, std::micro> elapsed = Clock::now() - start;
-      round_means.push_back(elapsed.count() / iterations);
+      std::chrono::duration<double, std::micro> total{0};
+      if (settings.pipelined) {
+        subject.barrier();
+        const auto start = Clock::now();
+        for (int i = 0; i < iterations; ++i)
+          subject.run(collective, send.data(), recv.data(), count);
+        total = Clock::now() - start;
+      } else {
+        for (int i = 0; i < iterations; ++i) {
+          subject.barrier();
+          const auto start = Clock::now();
+          subject.run(collective, send.data(), recv.data(), count);
+          total += Clock::now() - start;
+        }
+      }
+      round_means.push_back(total.count() / iterations);
     }
     std::nth_element(round_means.begin(), round_means.begin() + round_means.size() / 2,
                      round_means.end());

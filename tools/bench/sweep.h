@@ -1,6 +1,8 @@
-// The measurement loop of ibcoll_bench (OSU style): per size, a warm-up, then rounds of
-// back-to-back calls between barriers; each rank keeps the median of its round means, and the
-// table shows the minimum, average and maximum of those over ranks.
+// The measurement loop of ibcoll_bench (OSU style): per size, a warm-up, then rounds of calls,
+// each call timed alone between barriers as OSU's osu_allreduce / osu_bcast do (or, pipelined,
+// a loop of back-to-back calls timed whole: a bcast's root may then run ahead of the others);
+// each rank keeps the median of its round means, and the table shows the minimum, average and
+// maximum of those over ranks.
 #pragma once
 
 #include <functional>
@@ -15,6 +17,7 @@ struct Settings {
   std::vector<size_t> sizes;  // bytes per rank, multiples of 4 (float32)
   int rounds = 5;
   int iterations = 0;  // per round; 0: by size (1000 small .. 10 at 16 MiB)
+  bool pipelined = false;
 };
 
 struct Measurement {
