@@ -2,8 +2,8 @@
 // message matching. Each of kRegions communicators (by id) has, for every local rank, a slot:
 // three buffers (taken in turn, call by call) that the rank fills with its call's signature
 // and data and then publishes by storing the call's sequence number in `ready`. Only the owner
-// writes a slot; everyone may read it. A rank publishes call s only after it has read every
-// member's buffers of call s - 1, so a member's `ready` of call s - 2 also says that it has
+// writes a slot; everyone may read it. A rank publishes call s only after it has read all it
+// reads of call s - 1's buffers, so a member's `ready` of call s - 2 also says that it has
 // read call s - 3, whose buffer call s reuses: no separate "done" flag has to cross cores.
 #pragma once
 
