@@ -76,15 +76,15 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
     // Calls in flight at once take their turns in order: publishing a call says that every
     // earlier call's buffers have been read.
     if (slots_.released + 1 != sequence_) return false;
-    if (!verified_earlier_call()) return false;
-    if (done_) return true;
-    // Our buffer last held call sequence - 3: each member has read it once it has published
-    // call sequence - 2.
+    // Our buffer last held call sequence - kBuffers. A member has read all it reads of that
+    // call once it has published call sequence - kBuffers + 2: a deferred comparison of it
+    // comes after the member's next publication, before the one after that.
+    constexpr uint64_t lag = Region::kBuffers - 2;
     for (size_t m = 0; m < static_cast<size_t>(size_); ++m) {
       uint64_t& seen = slots_.seen_ready[m];
-      if (static_cast<int>(m) == rank_ || seen + 2 >= sequence_) continue;
-      seen = Region::load(buffer_of(static_cast<int>(m), sequence_ - 2).ready);
-      if (seen + 2 < sequence_) return gone(static_cast<int>(m));
+      if (static_cast<int>(m) == rank_ || seen + lag >= sequence_) continue;
+      seen = Region::load(buffer_of(static_cast<int>(m), sequence_ - lag).ready);
+      if (seen + lag < sequence_) return gone(static_cast<int>(m));
     }
     Region::Buffer& mine = buffer_of(rank_);
     if (bytes > 0) std::memcpy(mine.data, data, bytes);
@@ -92,6 +92,10 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
     Region::store(mine.ready, sequence_);
     published_ = true;
   }
+  // After publishing, so that no one waits for it: no member can reuse its buffer of this
+  // rank's previous call before this rank publishes again.
+  if (!verified_earlier_call()) return false;
+  if (done_) return true;
   if (source_ == kEveryMember) {
     if (!all_published(sequence_)) return false;
     if (done_) return true;

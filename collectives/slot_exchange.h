@@ -1,14 +1,14 @@
 // SlotExchange: one call's turn in the slot region. Once every member has read what this rank
-// put in the same buffer three calls ago (seen by its having published the call before last),
-// it writes its call signature (and data, if any) and publishes them with the call's sequence
-// number; then it waits for every member's. Each step is tried once per advance(), so it never
-// blocks. Afterwards every member's data can be read until release(), and every member has
-// seen every signature, so all reach the same verdict.
+// put in the same buffer kBuffers calls ago (seen by its later publications), it writes its
+// call signature (and data, if any) and publishes them with the call's sequence number; then
+// it waits for every member's. Each step is tried once per advance(), so it never blocks.
+// Afterwards every member's data can be read until release(), and every member has seen every
+// signature, so all reach the same verdict.
 // A rank that needs one member's data only (a bcast: the root's; the root itself: nobody's)
 // waits for that member alone and compares its signature with that member's. It compares the
-// others' at its next turn, before publishing again (so their buffers still hold that call); a
-// mismatch found there fails its next call. So every rank reports a mismatch: the ones that
-// differ from the root at once, the others one call late.
+// others' in its next call, once it has published that (their buffers still hold the earlier
+// call until it publishes again); a mismatch found there fails its next call. So every rank
+// reports a mismatch: the ones that differ from the root at once, the others one call late.
 #pragma once
 
 #include <cstddef>

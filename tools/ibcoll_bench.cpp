@@ -136,10 +136,11 @@ int run(const Options& o, Subject& ours, Subject* theirs, bool forked) {
                        m.library.c_str(), format_bytes(m.bytes).c_str(), m.avg_us);
         }
       };
-      for (const Measurement& m : sweep(ours, collective, one, show))
+      Subject& separator = theirs ? *theirs : ours;
+      for (const Measurement& m : sweep(ours, separator, collective, one, show))
         mine.push_back(m);
       if (theirs) {
-        for (const Measurement& m : sweep(*theirs, collective, one, show))
+        for (const Measurement& m : sweep(*theirs, separator, collective, one, show))
           mpi.push_back(m);
       }
     }

@@ -22,7 +22,8 @@ double bus_factor(Collective collective, int ranks) {
 
 }  // namespace
 
-std::vector<Measurement> sweep(Subject& subject, Collective collective, const Settings& settings,
+std::vector<Measurement> sweep(Subject& subject, Subject& separator, Collective collective,
+                               const Settings& settings,
                                const std::function<void(const Measurement&)>& on_point) {
   const size_t largest = *std::max_element(settings.sizes.begin(), settings.sizes.end());
   std::vector<float> send(largest / 4, 1.0f), recv(largest / 4, 0.0f);
@@ -43,7 +44,7 @@ std::vector<Measurement> sweep(Subject& subject, Collective collective, const Se
         total = Clock::now() - start;
       } else {
         for (int i = 0; i < iterations; ++i) {
-          subject.barrier();
+          separator.barrier();
           const auto start = Clock::now();
           subject.run(collective, send.data(), recv.data(), count);
           total += Clock::now() - start;

@@ -31,7 +31,9 @@ struct Measurement {
 };
 
 // Measures every size; `on_point` sees each measurement as it completes (for progress).
-std::vector<Measurement> sweep(Subject& subject, Collective collective, const Settings& settings,
+// `separator` is the subject whose barrier separates the calls (OSU: MPI's, for any library).
+std::vector<Measurement> sweep(Subject& subject, Subject& separator, Collective collective,
+                               const Settings& settings,
                                const std::function<void(const Measurement&)>& on_point);
 
 }  // namespace ibcoll::bench

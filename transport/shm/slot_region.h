@@ -1,10 +1,10 @@
 // SlotRegion: the part of a node's segment where small node-local collectives run without any
 // message matching. Each of kRegions communicators (by id) has, for every local rank, a slot:
-// three buffers (taken in turn, call by call) that the rank fills with its call's signature
+// four buffers (taken in turn, call by call) that the rank fills with its call's signature
 // and data and then publishes by storing the call's sequence number in `ready`. Only the owner
-// writes a slot; everyone may read it. A rank publishes call s only after it has read all it
-// reads of call s - 1's buffers, so a member's `ready` of call s - 2 also says that it has
-// read call s - 3, whose buffer call s reuses: no separate "done" flag has to cross cores.
+// writes a slot; everyone may read it. A rank reads call s - 1's buffers only before it
+// publishes call s + 1, so a member's `ready` of call s - 2 also says that it has read call
+// s - 4, whose buffer call s reuses: no separate "done" flag has to cross cores.
 #pragma once
 
 #include <sys/types.h>
@@ -20,7 +20,7 @@ namespace ibcoll::transport::shm {
 class SlotRegion {
  public:
   static constexpr int kRegions = 16;
-  static constexpr int kBuffers = 3;
+  static constexpr int kBuffers = 4;
   static constexpr size_t kDataBytes = 32 << 10;  // per buffer
   static constexpr size_t kSignatureWords = 4;
 
