@@ -6,18 +6,25 @@
 #include "collectives/allreduce/recursive_doubling.h"
 #include "collectives/allreduce/ring.h"
 #include "collectives/allreduce/slots.h"
+#include "collectives/allreduce/staged.h"
 #include "collectives/bcast/binomial.h"
 #include "collectives/bcast/chain.h"
 #include "collectives/bcast/scatter_allgather.h"
 #include "collectives/bcast/slots.h"
+#include "transport/shm/slot_region.h"
 
 namespace ibcoll::collectives {
 namespace {
 
+constexpr size_t kSlotBytes = transport::shm::SlotRegion::kDataBytes;
+
 const Algorithm kAlgorithms[] = {
     {Collective::allreduce, "slots",
      "node-local: each rank publishes to its shared slot, all fold the slots in rank order",
-     make_slots_allreduce, true, nullptr, run_slots_allreduce_here},
+     make_slots_allreduce, true, nullptr, run_slots_allreduce_here, kSlotBytes},
+    {Collective::allreduce, "staged",
+     "node-local: chunks through shared halves, each rank reduces its part from all (large)",
+     make_staged_allreduce, true},
     {Collective::allreduce, "recursive_doubling",
      "log2(p) whole-vector exchanges; non-powers of two fold in first (small messages)",
      make_recursive_doubling_allreduce, false, make_checked_recursive_doubling_allreduce},
@@ -27,7 +34,7 @@ const Algorithm kAlgorithms[] = {
     {Collective::allreduce, "ring",
      "reduce-scatter + allgather around a ring in pipelined segments (large)", make_ring_allreduce},
     {Collective::bcast, "slots", "node-local: the root publishes to its shared slot, all copy it",
-     make_slots_bcast, true, nullptr, run_slots_bcast_here},
+     make_slots_bcast, true, nullptr, run_slots_bcast_here, kSlotBytes},
     {Collective::bcast, "binomial", "binomial tree from the root, whole vector per edge",
      make_binomial_bcast},
     {Collective::bcast, "scatter_allgather",

@@ -2,6 +2,7 @@
 // the one place selection (select.h) and IBCOLL_ALLREDUCE_ALGO / IBCOLL_BCAST_ALGO look.
 #pragma once
 
+#include <limits>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -17,8 +18,7 @@ struct Algorithm {
   const char* name;
   const char* description;
   std::unique_ptr<CollectiveTask> (*make)(Group group, CollectiveArgs args, uint64_t base_tag);
-  // Runs in the node's slot region: needs Group::slots, fits SlotRegion::kDataBytes, and
-  // checks the call itself.
+  // Runs in the node's slot region: needs Group::slots, and checks the call itself.
   bool uses_slots = false;
   // A variant that is also the call check by messages (its shape and steps are the check's),
   // used where calls are checked and there are no slots. Null if none.
@@ -29,6 +29,7 @@ struct Algorithm {
   // algorithms, whose calls complete by reading memory. Null if none.
   Status (*run_here)(const Group& group, const CollectiveArgs& args, uint64_t base_tag,
                      WaitUntil wait) = nullptr;
+  size_t max_bytes = std::numeric_limits<size_t>::max();  // per rank
 };
 
 std::span<const Algorithm> algorithms();

@@ -21,7 +21,10 @@ constexpr size_t kAny = std::numeric_limits<size_t>::max();
 constexpr size_t kSlotBytes = transport::shm::SlotRegion::kDataBytes;
 
 const Rule kRules[] = {
-    {Collective::allreduce, kSlotBytes, 1, "slots"},
+    // Above about 2 KiB, reading every member's whole vector costs more than staged's three
+    // handshakes per chunk: each rank then reduces only its part.
+    {Collective::allreduce, 2 << 10, 1, "slots"},
+    {Collective::allreduce, kAny, 1, "staged"},
     {Collective::allreduce, 16 << 10, 1, "recursive_doubling"},
     // Above this its exchanges outgrow a shared-memory ring (256 KiB): ranks that share a core
     // then hand the core back and forth several times per message. The ring's segments fit.
@@ -48,7 +51,7 @@ const Algorithm& resolved(const Rule& rule) {
 }
 
 bool can_run(const Algorithm& a, size_t bytes, bool slots) {
-  return !a.uses_slots || (slots && bytes <= kSlotBytes);
+  return (!a.uses_slots || slots) && bytes <= a.max_bytes;
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ struct SlotGroup {
   // members' signatures it has not compared yet: its sequence number (0: none) and this
   // rank's signature, packed as in the region. Its next call compares them first.
   uint64_t unverified = 0;
+  // Chunks that calls through the staging halves have moved so far (SlotRegion::Staging).
+  uint64_t staged_chunks = 0;
   std::array<uint64_t, transport::shm::SlotRegion::kSignatureWords> unverified_signature{};
 };
 

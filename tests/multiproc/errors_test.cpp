@@ -194,6 +194,46 @@ TEST(Errors, ARankThatDiesFailsTheOthersCalls) {
   }
 }
 
+// A rank dies while a large node-local allreduce (staged, in chunks through shared memory) is
+// under way: it has started its part and stops polling, then is killed. The others, waiting
+// on its chunks, fail with IBCOLL_ERR_PEER_FAILED naming it instead of waiting for the timeout.
+TEST(Errors, ARankThatDiesInsideALargeCallFailsTheOthers) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_TIMEOUT", "8s"}};  // also bounds finalize, without rank 2
+  const auto exits = run_ranks(
+      3,
+      [](int me, int) {
+        CapiRank r;
+        std::vector<double> x(1 << 20, 1.0);
+        const size_t count = x.size();
+        RANK_CHECK(std::string(ibcoll_algorithm(r.world(), IBCOLL_ALLREDUCE, count,
+                                                IBCOLL_FLOAT64)) == "staged",
+                   "a large node-local allreduce goes through the staging halves");
+        if (me == 2) {
+          ibcoll_request_t request = nullptr;
+          RANK_CHECK(ibcoll_iallreduce(IBCOLL_IN_PLACE, x.data(), count, IBCOLL_FLOAT64, IBCOLL_SUM,
+                                       r.world(), &request) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          int done = 0;
+          for (int i = 0; i < 200 && !done; ++i)
+            RANK_CHECK(ibcoll_test(request, &done) == IBCOLL_SUCCESS, ibcoll_last_error());
+          raise(SIGKILL);
+        }
+        const auto start = std::chrono::steady_clock::now();
+        ibcoll_status_t s = IBCOLL_SUCCESS;
+        for (int i = 0; i < 100 && s == IBCOLL_SUCCESS; ++i)
+          s = ibcoll_allreduce(IBCOLL_IN_PLACE, x.data(), count, IBCOLL_FLOAT64, IBCOLL_SUM,
+                               r.world());
+        expect_error(s, IBCOLL_ERR_PEER_FAILED, "has exited", "a large call with a dead member");
+        RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(6),
+                   "the death was noticed before the timeout");
+        return 0;
+      },
+      options);
+  EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
+  EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+}
+
 // One rank refuses its arguments; the others, waiting for it, end with a timeout error.
 TEST(Errors, RanksLeftWaitingTimeOut) {
   RankOptions options;

@@ -31,8 +31,19 @@ class SlotRegion {
     uint64_t signature[kSignatureWords];
     std::byte data[kDataBytes];
   };
+  // For large node-local calls, which pipeline chunks through two halves taken in turn. The
+  // counts say how many chunks (over the communicator's life) this rank has put in, reduced
+  // its share of, and finished reading the others' results of.
+  static constexpr size_t kStagingHalfBytes = 128 << 10;
+  struct Staging {
+    alignas(64) uint64_t contributed;
+    uint64_t reduced;
+    uint64_t finished;
+    alignas(64) std::byte halves[2][kStagingHalfBytes];
+  };
   struct alignas(64) Slot {
     alignas(64) Buffer buffers[kBuffers];
+    Staging staging;
   };
 
   static size_t bytes(int local_ranks) {

@@ -1,0 +1,168 @@
+#include "collectives/allreduce/staged.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "collectives/partition.h"
+#include "collectives/reduce_kernels.h"
+#include "collectives/slot_exchange.h"
+
+namespace ibcoll::collectives {
+namespace {
+
+using Region = transport::shm::SlotRegion;
+
+class StagedAllreduce final : public CollectiveTask {
+ public:
+  StagedAllreduce(const Group& group, const CollectiveArgs& args, uint64_t base_tag)
+      : CollectiveTask(group, args, base_tag),
+        exchange_(group_, signature_of(Collective::allreduce, args_)),
+        element_(type_size(args_.type)),
+        slice_(Region::kStagingHalfBytes / (static_cast<size_t>(group_.size()) * element_)),
+        chunk_(slice_ * static_cast<size_t>(group_.size())),
+        chunks_((args_.count + chunk_ - 1) / chunk_) {}
+
+  void start() override {}
+
+  State advance() override {
+    if (!checked_) {
+      // The call's slot turn: every member has made the same call, and this call has the
+      // staging halves to itself until it releases the turn at its end.
+      if (!exchange_.advance(nullptr, 0)) return State::running;
+      if (!exchange_.verdict().ok()) return finish(exchange_.verdict());
+      checked_ = true;
+      SlotGroup& slots = *group_.slots;
+      first_ = slots.staged_chunks;
+      slots.staged_chunks += chunks_;
+    }
+    while (chunk_index_ < chunks_) {
+      if (!step()) return failed() ? finish(status()) : State::running;
+    }
+    return finish(exchange_.earlier_verdict());
+  }
+
+ private:
+  enum class Phase { contribute, reduce, gather };
+
+  Region::Staging& staging_of(int member) const {
+    const SlotGroup& slots = *group_.slots;
+    return slots.region->slot(slots.index, slots.local_ranks[static_cast<size_t>(member)]).staging;
+  }
+  uint64_t global_chunk() const { return first_ + chunk_index_; }
+  std::byte* half_of(int member) const { return staging_of(member).halves[global_chunk() % 2]; }
+  // Member m's part of the current chunk, in elements of the whole vector.
+  Span part_of(int member) const {
+    const size_t begin = chunk_index_ * chunk_;
+    const Span in_chunk = part(std::min(chunk_, args_.count - begin),
+                               static_cast<size_t>(group_.size()), static_cast<size_t>(member));
+    return {begin + in_chunk.begin, in_chunk.count};
+  }
+  // Where member `owner`'s part sits in any member's half.
+  size_t offset_of(int owner) const { return static_cast<size_t>(owner) * slice_ * element_; }
+  const std::byte* input(size_t element) const {
+    return static_cast<const std::byte*>(args_.send) + element * element_;
+  }
+  std::byte* output(size_t element) const {
+    return static_cast<std::byte*>(args_.recv) + element * element_;
+  }
+
+  // Whether every member's count `field` has reached `value`; now and then, whether the one
+  // it waits on still lives.
+  bool all_reached(uint64_t Region::Staging::*field, uint64_t value) {
+    for (; next_member_ < group_.size(); ++next_member_) {
+      if (Region::load(staging_of(next_member_).*field) >= value) continue;
+      if (++idle_ % kPollsPerLivenessCheck == 0) check_alive(next_member_);
+      return false;
+    }
+    next_member_ = 0;
+    return true;
+  }
+  void check_alive(int member) {
+    const SlotGroup& slots = *group_.slots;
+    const int local = slots.local_ranks[static_cast<size_t>(member)];
+    if (slots.region->alive(local)) return;
+    fail(Status(Code::peer_failed, "rank " + std::to_string(member) + " of the communicator (pid " +
+                                       std::to_string(slots.region->pid(local)) + ") has exited"));
+  }
+
+  // One step of the current chunk; false while waiting.
+  bool step() {
+    const int me = group_.rank;
+    Region::Staging& mine = staging_of(me);
+    const uint64_t g = global_chunk();
+    switch (phase_) {
+      case Phase::contribute: {
+        // This half last held chunk g - 2: every member has finished reading it.
+        if (g >= 2 && !all_reached(&Region::Staging::finished, g - 1)) return false;
+        for (int m = 0; m < group_.size(); ++m) {
+          if (m == me) continue;
+          const Span p = part_of(m);
+          std::memcpy(half_of(me) + offset_of(m), input(p.begin), p.count * element_);
+        }
+        Region::store(mine.contributed, g + 1);
+        phase_ = Phase::reduce;
+        [[fallthrough]];
+      }
+      case Phase::reduce: {
+        if (!all_reached(&Region::Staging::contributed, g + 1)) return false;
+        // Folded in member order into this rank's own place in its half (the input may be
+        // the output), then copied out: every member computes its part the same way.
+        const Span p = part_of(me);
+        std::byte* result = half_of(me) + offset_of(me);
+        for (int m = 0; m < group_.size(); ++m) {
+          const std::byte* operand = m == me ? input(p.begin) : half_of(m) + offset_of(me);
+          if (m == 0) {
+            std::memcpy(result, operand, p.count * element_);
+          } else {
+            reduce(result, operand, p.count, args_.type, args_.op);
+          }
+        }
+        std::memcpy(output(p.begin), result, p.count * element_);
+        Region::store(mine.reduced, g + 1);
+        phase_ = Phase::gather;
+        [[fallthrough]];
+      }
+      case Phase::gather: {
+        if (!all_reached(&Region::Staging::reduced, g + 1)) return false;
+        for (int m = 0; m < group_.size(); ++m) {
+          if (m == me) continue;
+          const Span p = part_of(m);
+          std::memcpy(output(p.begin), half_of(m) + offset_of(m), p.count * element_);
+        }
+        Region::store(mine.finished, g + 1);
+        phase_ = Phase::contribute;
+        ++chunk_index_;
+        return true;
+      }
+    }
+    return true;
+  }
+
+  State finish(const Status& status) {
+    exchange_.release();
+    if (status.ok()) return State::done;
+    fail(status);
+    return State::failed;
+  }
+
+  static constexpr uint32_t kPollsPerLivenessCheck = 4096;
+
+  SlotExchange exchange_;
+  size_t element_, slice_, chunk_, chunks_;  // slice and chunk in elements
+  bool checked_ = false;
+  uint64_t first_ = 0;  // the communicator's staged chunk count when this call began
+  size_t chunk_index_ = 0;
+  Phase phase_ = Phase::contribute;
+  int next_member_ = 0;
+  uint32_t idle_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveTask> make_staged_allreduce(Group group, CollectiveArgs args,
+                                                      uint64_t base_tag) {
+  return std::make_unique<StagedAllreduce>(group, args, base_tag);
+}
+
+}  // namespace ibcoll::collectives
