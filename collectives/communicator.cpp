@@ -34,8 +34,8 @@ void Communicator::check_arguments(Collective collective, const CollectiveArgs& 
   if (static_cast<int>(a.type) >= kDataTypeCount) {
     fail("type: " + std::to_string(static_cast<int>(a.type)) + " is not a data type");
   }
-  const size_t element = type_size(a.type);
-  if (a.count > max_message_size_ / element) {
+  size_t bytes = 0;  // no division: this runs on every call
+  if (__builtin_mul_overflow(a.count, type_size(a.type), &bytes) || bytes > max_message_size_) {
     fail("count: " + std::to_string(a.count) + " elements of " + type_name(a.type) +
          " exceed the largest message, " + std::to_string(max_message_size_) + " bytes");
   }
