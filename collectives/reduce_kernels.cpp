@@ -47,6 +47,7 @@ T pick_max(T a, T b) {
   return a < b ? b : a;
 }
 
+// accumulator[i] = f(accumulator[i], operand[i]).
 template <typename T, typename F>
 void apply(void* accumulator, const void* operand, size_t count, F f) {
   T* __restrict acc = static_cast<T*>(accumulator);
@@ -55,28 +56,39 @@ void apply(void* accumulator, const void* operand, size_t count, F f) {
     acc[i] = f(acc[i], in[i]);
 }
 
-template <typename T>
-void reduce_as(void* acc, const void* in, size_t count, ReduceOp op) {
+// out[i] = f(a[i], b[i]), out apart from both.
+template <typename T, typename F>
+void apply(void* out, const void* a, const void* b, size_t count, F f) {
+  T* __restrict result = static_cast<T*>(out);
+  const T* __restrict x = static_cast<const T*>(a);
+  const T* __restrict y = static_cast<const T*>(b);
+  for (size_t i = 0; i < count; ++i)
+    result[i] = f(x[i], y[i]);
+}
+
+// Calls kernel.template operator()<T>(f) with the element function f of `op` on T.
+template <typename T, typename Kernel>
+void with_op(ReduceOp op, Kernel& kernel) {
   switch (op) {
     case ReduceOp::sum:
-      return apply<T>(acc, in, count, wrap_add<T>);
+      return kernel.template operator()<T>(wrap_add<T>);
     case ReduceOp::prod:
-      return apply<T>(acc, in, count, wrap_mul<T>);
+      return kernel.template operator()<T>(wrap_mul<T>);
     case ReduceOp::min:
-      return apply<T>(acc, in, count, pick_min<T>);
+      return kernel.template operator()<T>(pick_min<T>);
     case ReduceOp::max:
-      return apply<T>(acc, in, count, pick_max<T>);
+      return kernel.template operator()<T>(pick_max<T>);
     default:
       break;
   }
   if constexpr (std::is_integral_v<T>) {
     switch (op) {
       case ReduceOp::band:
-        return apply<T>(acc, in, count, [](T a, T b) -> T { return a & b; });
+        return kernel.template operator()<T>([](T a, T b) -> T { return a & b; });
       case ReduceOp::bor:
-        return apply<T>(acc, in, count, [](T a, T b) -> T { return a | b; });
+        return kernel.template operator()<T>([](T a, T b) -> T { return a | b; });
       case ReduceOp::bxor:
-        return apply<T>(acc, in, count, [](T a, T b) -> T { return a ^ b; });
+        return kernel.template operator()<T>([](T a, T b) -> T { return a ^ b; });
       default:
         break;
     }
@@ -84,9 +96,9 @@ void reduce_as(void* acc, const void* in, size_t count, ReduceOp op) {
 }
 
 // 16-bit floats: widen, reduce in float, round back; one rounding per element and step.
-template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float)>
-void reduce_narrow_float(void* acc, const void* in, size_t count, ReduceOp op) {
-  auto via_float = [op](uint16_t a, uint16_t b) -> uint16_t {
+template <float (*Widen)(uint16_t), uint16_t (*Narrow)(float), typename Kernel>
+void with_narrow_float_op(ReduceOp op, Kernel& kernel) {
+  kernel.template operator()<uint16_t>([op](uint16_t a, uint16_t b) -> uint16_t {
     const float x = Widen(a), y = Widen(b);
     switch (op) {
       case ReduceOp::sum:
@@ -98,40 +110,49 @@ void reduce_narrow_float(void* acc, const void* in, size_t count, ReduceOp op) {
       default:
         return Narrow(pick_max(x, y));
     }
-  };
-  apply<uint16_t>(acc, in, count, via_float);
+  });
+}
+
+// The element type and function of (type, op), handed to `kernel`.
+template <typename Kernel>
+void dispatch(DataType type, ReduceOp op, Kernel kernel) {
+  switch (type) {
+    case DataType::int8:
+      return with_op<int8_t>(op, kernel);
+    case DataType::int16:
+      return with_op<int16_t>(op, kernel);
+    case DataType::int32:
+      return with_op<int32_t>(op, kernel);
+    case DataType::int64:
+      return with_op<int64_t>(op, kernel);
+    case DataType::uint8:
+      return with_op<uint8_t>(op, kernel);
+    case DataType::uint16:
+      return with_op<uint16_t>(op, kernel);
+    case DataType::uint32:
+      return with_op<uint32_t>(op, kernel);
+    case DataType::uint64:
+      return with_op<uint64_t>(op, kernel);
+    case DataType::float32:
+      return with_op<float>(op, kernel);
+    case DataType::float64:
+      return with_op<double>(op, kernel);
+    case DataType::float16:
+      return with_narrow_float_op<half_to_float, float_to_half>(op, kernel);
+    case DataType::bfloat16:
+      return with_narrow_float_op<bfloat16_to_float, float_to_bfloat16>(op, kernel);
+  }
 }
 
 }  // namespace
 
 void reduce(void* accumulator, const void* operand, size_t count, DataType type, ReduceOp op) {
-  switch (type) {
-    case DataType::int8:
-      return reduce_as<int8_t>(accumulator, operand, count, op);
-    case DataType::int16:
-      return reduce_as<int16_t>(accumulator, operand, count, op);
-    case DataType::int32:
-      return reduce_as<int32_t>(accumulator, operand, count, op);
-    case DataType::int64:
-      return reduce_as<int64_t>(accumulator, operand, count, op);
-    case DataType::uint8:
-      return reduce_as<uint8_t>(accumulator, operand, count, op);
-    case DataType::uint16:
-      return reduce_as<uint16_t>(accumulator, operand, count, op);
-    case DataType::uint32:
-      return reduce_as<uint32_t>(accumulator, operand, count, op);
-    case DataType::uint64:
-      return reduce_as<uint64_t>(accumulator, operand, count, op);
-    case DataType::float32:
-      return reduce_as<float>(accumulator, operand, count, op);
-    case DataType::float64:
-      return reduce_as<double>(accumulator, operand, count, op);
-    case DataType::float16:
-      return reduce_narrow_float<half_to_float, float_to_half>(accumulator, operand, count, op);
-    case DataType::bfloat16:
-      return reduce_narrow_float<bfloat16_to_float, float_to_bfloat16>(accumulator, operand, count,
-                                                                       op);
-  }
+  dispatch(type, op, [&]<typename T>(auto f) { apply<T>(accumulator, operand, count, f); });
+}
+
+void reduce_into(void* out, const void* a, const void* b, size_t count, DataType type,
+                 ReduceOp op) {
+  dispatch(type, op, [&]<typename T>(auto f) { apply<T>(out, a, b, count, f); });
 }
 
 }  // namespace ibcoll::collectives

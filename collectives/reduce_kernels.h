@@ -1,5 +1,6 @@
-// Reduction kernels: accumulator[i] = accumulator[i] (op) operand[i] for every (type, op) that
-// check_reduction() allows. Plain loops over restrict pointers, which the compiler vectorizes.
+// Reduction kernels: accumulator[i] = accumulator[i] (op) operand[i], or out[i] = a[i] (op) b[i],
+// for every (type, op) that check_reduction() allows. Plain loops over restrict pointers, which
+// the compiler vectorizes.
 // Integer sums and products wrap (two's complement) rather than overflow; float min/max
 // propagate NaN; float16/bfloat16 compute in float and round to nearest even each step.
 #pragma once
@@ -13,5 +14,7 @@ namespace ibcoll::collectives {
 // The caller has checked the pair with check_reduction(); buffers may not overlap unless
 // they are the same buffer.
 void reduce(void* accumulator, const void* operand, size_t count, DataType type, ReduceOp op);
+// out[i] = a[i] (op) b[i] in one pass; `out` overlaps neither.
+void reduce_into(void* out, const void* a, const void* b, size_t count, DataType type, ReduceOp op);
 
 }  // namespace ibcoll::collectives

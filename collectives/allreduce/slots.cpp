@@ -19,8 +19,13 @@ class SlotsAllreduce final : public SlotTask {
   // order, so all compute the same bits.
   void consume(const SlotExchange& exchange) override {
     if (bytes() == 0) return;
-    std::memcpy(args_.recv, exchange.data_of(0), bytes());
-    for (int m = 1; m < group_.size(); ++m)
+    if (group_.size() == 1) {
+      std::memcpy(args_.recv, exchange.data_of(0), bytes());
+    } else {
+      reduce_into(args_.recv, exchange.data_of(0), exchange.data_of(1), args_.count, args_.type,
+                  args_.op);
+    }
+    for (int m = 2; m < group_.size(); ++m)
       reduce(args_.recv, exchange.data_of(m), args_.count, args_.type, args_.op);
   }
 };
