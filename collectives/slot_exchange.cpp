@@ -36,12 +36,10 @@ Region::Buffer& SlotExchange::buffer_of(int member, uint64_t sequence) const {
 }
 
 bool SlotExchange::gone(int member) {
-  if (++idle_ % kPollsPerLivenessCheck != 0) return false;
-  const int local = slots_.local_ranks[static_cast<size_t>(member)];
-  if (slots_.region->alive(local)) return false;
-  verdict_ =
-      Status(Code::peer_failed, "rank " + std::to_string(member) + " of the communicator (pid " +
-                                    std::to_string(slots_.region->pid(local)) + ") has exited");
+  if (++idle_ % SlotGroup::kPollsPerLivenessCheck != 0) return false;
+  Status departure = slots_.departure(member);
+  if (departure.ok()) return false;
+  verdict_ = std::move(departure);
   done_ = true;
   return true;
 }

@@ -51,8 +51,6 @@ class SlotExchange {
   bool verified_earlier_call();
   // A fruitless look at `member`: now and then, make sure it is still alive. True once dead.
   bool gone(int member);
-  // Fruitless advances between two such checks (a check reads /proc).
-  static constexpr uint32_t kPollsPerLivenessCheck = 4096;
 
   SlotGroup& slots_;
   int rank_, size_;

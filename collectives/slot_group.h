@@ -6,8 +6,10 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "transport/shm/slot_region.h"
 
 namespace ibcoll::collectives {
@@ -26,6 +28,17 @@ struct SlotGroup {
   uint64_t unverified = 0;
   // Chunks that calls through the staging halves have moved so far (SlotRegion::Staging).
   uint64_t staged_chunks = 0;
+
+  // A wait on a member checks now and then (a check reads /proc) that its process still
+  // lives: peer_failed naming it once it has exited, else ok.
+  static constexpr uint32_t kPollsPerLivenessCheck = 4096;  // fruitless looks between checks
+  Status departure(int member) const {
+    const int local = local_ranks[static_cast<size_t>(member)];
+    if (region->alive(local)) return {};
+    return Status(Code::peer_failed, "rank " + std::to_string(member) +
+                                         " of the communicator (pid " +
+                                         std::to_string(region->pid(local)) + ") has exited");
+  }
   std::array<uint64_t, transport::shm::SlotRegion::kSignatureWords> unverified_signature{};
 };
 

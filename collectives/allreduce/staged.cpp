@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <string>
 
 #include "collectives/partition.h"
 #include "collectives/reduce_kernels.h"
@@ -72,18 +71,15 @@ class StagedAllreduce final : public CollectiveTask {
   bool all_reached(uint64_t Region::Staging::*field, uint64_t value) {
     for (; next_member_ < group_.size(); ++next_member_) {
       if (Region::load(staging_of(next_member_).*field) >= value) continue;
-      if (++idle_ % kPollsPerLivenessCheck == 0) check_alive(next_member_);
+      if (++idle_ % SlotGroup::kPollsPerLivenessCheck == 0) {
+        if (Status departure = group_.slots->departure(next_member_); !departure.ok()) {
+          fail(std::move(departure));
+        }
+      }
       return false;
     }
     next_member_ = 0;
     return true;
-  }
-  void check_alive(int member) {
-    const SlotGroup& slots = *group_.slots;
-    const int local = slots.local_ranks[static_cast<size_t>(member)];
-    if (slots.region->alive(local)) return;
-    fail(Status(Code::peer_failed, "rank " + std::to_string(member) + " of the communicator (pid " +
-                                       std::to_string(slots.region->pid(local)) + ") has exited"));
   }
 
   // One step of the current chunk; false while waiting.
@@ -145,8 +141,6 @@ class StagedAllreduce final : public CollectiveTask {
     fail(status);
     return State::failed;
   }
-
-  static constexpr uint32_t kPollsPerLivenessCheck = 4096;
 
   SlotExchange exchange_;
   size_t element_, slice_, chunk_, chunks_;  // slice and chunk in elements
