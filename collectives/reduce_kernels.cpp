@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "collectives/half.h"
@@ -153,6 +154,17 @@ void reduce(void* accumulator, const void* operand, size_t count, DataType type,
 void reduce_into(void* out, const void* a, const void* b, size_t count, DataType type,
                  ReduceOp op) {
   dispatch(type, op, [&]<typename T>(auto f) { apply<T>(out, a, b, count, f); });
+}
+
+void fold(void* out, int n, FunctionRef<const void*(int)> operand, size_t count, DataType type,
+          ReduceOp op) {
+  if (n == 1) {
+    std::memcpy(out, operand(0), count * type_size(type));
+    return;
+  }
+  reduce_into(out, operand(0), operand(1), count, type, op);  // one pass for the first pair
+  for (int i = 2; i < n; ++i)
+    reduce(out, operand(i), count, type, op);
 }
 
 }  // namespace ibcoll::collectives

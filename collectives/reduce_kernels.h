@@ -7,6 +7,7 @@
 
 #include <cstddef>
 
+#include "base/function_ref.h"
 #include "collectives/datatype.h"
 
 namespace ibcoll::collectives {
@@ -16,5 +17,9 @@ namespace ibcoll::collectives {
 void reduce(void* accumulator, const void* operand, size_t count, DataType type, ReduceOp op);
 // out[i] = a[i] (op) b[i] in one pass; `out` overlaps neither.
 void reduce_into(void* out, const void* a, const void* b, size_t count, DataType type, ReduceOp op);
+// out = operand(0) (op) operand(1) (op) ... (op) operand(n - 1), folded in that order (so every
+// rank that folds the same operands gets the same bits); `out` overlaps no operand. n ≥ 1.
+void fold(void* out, int n, FunctionRef<const void*(int)> operand, size_t count, DataType type,
+          ReduceOp op);
 
 }  // namespace ibcoll::collectives

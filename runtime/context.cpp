@@ -174,15 +174,7 @@ Status Context::run(Communicator& communicator, Collective collective,
   const collectives::PreparedCall call = communicator.prepare(collective, args);
   if (call.runs_here()) {
     return call.algorithm.run_here(call.group, call.args, call.tag,
-                                   [this](FunctionRef<bool()> done) {
-                                     job_.engine().wait(
-                                         [&] {
-                                           if (done()) return true;
-                                           advance_all();
-                                           return false;
-                                         },
-                                         job_.config().timeout, "collective");
-                                   });
+                                   [this](FunctionRef<bool()> done) { drive_until(done); });
   }
   Request request(*this, communicator.start(call));
   return wait(request);
@@ -225,14 +217,18 @@ int Context::progress() {
   return events;
 }
 
+void Context::drive_until(FunctionRef<bool()> done) {
+  job_.engine().wait(
+      [&] {
+        advance_all();
+        return done();
+      },
+      job_.config().timeout, "collective");
+}
+
 const Status& Context::wait(Request& request) {
   try {
-    job_.engine().wait(
-        [&] {
-          advance_all();
-          return request.done();
-        },
-        job_.config().timeout, "collective");
+    drive_until([&] { return request.done(); });
   } catch (const Error& e) {
     request.operation().abandon(e.status());
   }

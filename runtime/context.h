@@ -90,6 +90,9 @@ class Context {
  private:
   friend class Request;
   void advance_all();
+  // Advances every call in flight and polls the transports until done(); Error(timeout) after
+  // IBCOLL_TIMEOUT.
+  void drive_until(FunctionRef<bool()> done);
   void expire_polled_requests();
   // The constructors' common part, once the job is there.
   void open_transports_and_world();

@@ -1,7 +1,5 @@
 #include "collectives/allreduce/slots.h"
 
-#include <cstring>
-
 #include "collectives/reduce_kernels.h"
 #include "collectives/slot_task.h"
 
@@ -19,14 +17,9 @@ class SlotsAllreduce final : public SlotTask {
   // order, so all compute the same bits.
   void consume(const SlotExchange& exchange) override {
     if (bytes() == 0) return;
-    if (group_.size() == 1) {
-      std::memcpy(args_.recv, exchange.data_of(0), bytes());
-    } else {
-      reduce_into(args_.recv, exchange.data_of(0), exchange.data_of(1), args_.count, args_.type,
-                  args_.op);
-    }
-    for (int m = 2; m < group_.size(); ++m)
-      reduce(args_.recv, exchange.data_of(m), args_.count, args_.type, args_.op);
+    fold(
+        args_.recv, group_.size(), [&](int m) -> const void* { return exchange.data_of(m); },
+        args_.count, args_.type, args_.op);
   }
 };
 

@@ -106,14 +106,12 @@ class StagedAllreduce final : public CollectiveTask {
         // the output), then copied out: every member computes its part the same way.
         const Span p = part_of(me);
         std::byte* result = half_of(me) + offset_of(me);
-        auto operand = [&](int m) { return m == me ? input(p.begin) : half_of(m) + offset_of(me); };
-        if (group_.size() == 1) {
-          std::memcpy(result, operand(0), p.count * element_);
-        } else {
-          reduce_into(result, operand(0), operand(1), p.count, args_.type, args_.op);
-        }
-        for (int m = 2; m < group_.size(); ++m)
-          reduce(result, operand(m), p.count, args_.type, args_.op);
+        fold(
+            result, group_.size(),
+            [&](int m) -> const void* {
+              return m == me ? input(p.begin) : half_of(m) + offset_of(me);
+            },
+            p.count, args_.type, args_.op);
         std::memcpy(output(p.begin), result, p.count * element_);
         Region::store(mine.reduced, g + 1);
         phase_ = Phase::gather;
