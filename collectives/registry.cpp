@@ -1,5 +1,6 @@
 #include "collectives/registry.h"
 
+#include <limits>
 #include <string>
 
 #include "collectives/allreduce/rabenseifner.h"
@@ -9,6 +10,7 @@
 #include "collectives/allreduce/staged.h"
 #include "collectives/bcast/binomial.h"
 #include "collectives/bcast/chain.h"
+#include "collectives/bcast/doubling.h"
 #include "collectives/bcast/scatter_allgather.h"
 #include "collectives/bcast/slots.h"
 #include "transport/shm/slot_region.h"
@@ -17,6 +19,9 @@ namespace ibcoll::collectives {
 namespace {
 
 constexpr size_t kSlotBytes = transport::shm::SlotRegion::kDataBytes;
+// The checked bcast passes the vector through scratch twice; above this, a separate check's
+// round costs less than those copies.
+constexpr size_t kCheckedBcastBytes = 8 << 10;
 
 const Algorithm kAlgorithms[] = {
     {Collective::allreduce, "slots",
@@ -35,8 +40,10 @@ const Algorithm kAlgorithms[] = {
      "reduce-scatter + allgather around a ring in pipelined segments (large)", make_ring_allreduce},
     {Collective::bcast, "slots", "node-local: the root publishes to its shared slot, all copy it",
      make_slots_bcast, true, nullptr, run_slots_bcast_here, kSlotBytes},
-    {Collective::bcast, "binomial", "binomial tree from the root, whole vector per edge",
-     make_binomial_bcast},
+    {Collective::bcast, "binomial",
+     "binomial tree from the root, whole vector per edge; small and checked, it rides the check",
+     make_binomial_bcast, false, make_checked_doubling_bcast, nullptr,
+     std::numeric_limits<size_t>::max(), kCheckedBcastBytes},
     {Collective::bcast, "scatter_allgather",
      "root scatters 1/p to each, pieces then circle a ring (large, many ranks)",
      make_scatter_allgather_bcast},

@@ -21,7 +21,8 @@ struct Algorithm {
   // Runs in the node's slot region: needs Group::slots, and checks the call itself.
   bool uses_slots = false;
   // A variant that is also the call check by messages (its shape and steps are the check's),
-  // used where calls are checked and there are no slots. Null if none.
+  // used where calls are checked and there are no slots, for calls of at most
+  // `checked_max_bytes` per rank (above, the check runs first, then make). Null if none.
   std::unique_ptr<CollectiveTask> (*make_checked)(Group group, CollectiveArgs args,
                                                   uint64_t base_tag,
                                                   const CallSignature& signature) = nullptr;
@@ -30,6 +31,7 @@ struct Algorithm {
   Status (*run_here)(const Group& group, const CollectiveArgs& args, uint64_t base_tag,
                      WaitUntil wait) = nullptr;
   size_t max_bytes = std::numeric_limits<size_t>::max();  // per rank
+  size_t checked_max_bytes = std::numeric_limits<size_t>::max();
 };
 
 std::span<const Algorithm> algorithms();

@@ -1,0 +1,142 @@
+#include "collectives/doubling_exchange.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/tags.h"
+
+namespace ibcoll::collectives {
+
+DoublingExchange::DoublingExchange(Group group, CollectiveArgs args, uint64_t base_tag,
+                                   std::optional<CallSignature> signature, size_t payload_bytes)
+    : CollectiveTask(std::move(group), args, base_tag), payload_bytes_(payload_bytes) {
+  if (!signature) return;
+  checked_ = true;
+  const auto fields = signature->fields();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    agreed_[2 * i] = fields[i];
+    agreed_[2 * i + 1] = ~fields[i];
+  }
+}
+
+void DoublingExchange::start() {
+  begin();
+  header_ = checked_ ? sizeof(Fields) : 0;
+  incoming_.allocate(header_ + payload_bytes_);
+  if (checked_) outgoing_.allocate(header_ + payload_bytes_);
+  const int me = group_.rank;
+  virtual_rank_ = folding_.virtual_rank(me);
+  if (folding_.sits_out(me)) {  // hand the payload to the odd neighbour, wait for the result
+    send(me + 1, 0);
+    phase_ = Phase::folded_out;
+  } else if (folding_.paired(me)) {
+    receive(me - 1, 0);
+    phase_ = Phase::folding_in;
+  } else {
+    begin_doubling();
+  }
+}
+
+DoublingExchange::State DoublingExchange::advance() {
+  while (true) {
+    if (!step_done()) return State::running;
+    if (failed()) return State::failed;
+    switch (phase_) {
+      case Phase::folding_in:
+        take(group_.rank - 1, false);
+        begin_doubling();
+        break;
+      case Phase::folded_out:
+        receive(group_.rank + 1, kFinalStep);
+        phase_ = Phase::unfolding;
+        break;
+      case Phase::doubling:
+        take(folding_.member_of(virtual_rank_ ^ mask_), false);
+        mask_ <<= 1;
+        if (mask_ < folding_.pof2) {
+          exchange();
+        } else if (folding_.paired(group_.rank)) {  // give the even neighbour the result
+          send(group_.rank - 1, kFinalStep);
+          phase_ = Phase::unfolding;
+        } else {
+          return finish();
+        }
+        break;
+      case Phase::unfolding:
+        if (folding_.sits_out(group_.rank)) take(group_.rank + 1, true);
+        return finish();
+    }
+  }
+}
+
+uint32_t DoublingExchange::step(uint32_t s) const {
+  return (checked_ ? kAlgorithmSteps : 0) + s;
+}
+
+void DoublingExchange::begin_doubling() {
+  mask_ = 1;
+  if (folding_.pof2 == 1) {  // alone: nothing to exchange
+    phase_ = Phase::unfolding;
+    return;
+  }
+  phase_ = Phase::doubling;
+  exchange();
+}
+
+void DoublingExchange::exchange() {
+  const int partner = folding_.member_of(virtual_rank_ ^ mask_);
+  const auto s = static_cast<uint32_t>(1 + __builtin_ctz(static_cast<unsigned>(mask_)));
+  send(partner, s);
+  receive(partner, s);
+}
+
+// Unchecked, straight from the payload; checked, the fields go first.
+void DoublingExchange::send(int member, uint32_t s) {
+  const std::span<const std::byte> data = payload();
+  if (!checked_) {
+    send_to(member, step(s), data.data(), data.size());
+    return;
+  }
+  std::memcpy(outgoing_.data(), agreed_.data(), header_);
+  if (!data.empty()) std::memcpy(outgoing_.data() + header_, data.data(), data.size());
+  send_to(member, step(s), outgoing_.data(), header_ + data.size());
+}
+
+void DoublingExchange::receive(int member, uint32_t s) {
+  last_receive_ = checked_ ? recv_from(member, step(s), incoming_.data(), incoming_.size(), false)
+                           : recv_from(member, step(s), incoming_.data(), incoming_.size());
+}
+
+// Folds in what `other` sent: its fields always, its payload if it had this call's length.
+void DoublingExchange::take(int other, bool last) {
+  std::byte* incoming = incoming_.data() + header_;
+  if (checked_) {
+    Fields theirs;
+    std::memcpy(theirs.data(), incoming_.data(), header_);
+    for (size_t i = 0; i < agreed_.size(); ++i)
+      agreed_[i] = std::min(agreed_[i], theirs[i]);
+    if (received(last_receive_) != incoming_.size()) incoming = nullptr;
+  }
+  absorb(other, incoming, last);
+}
+
+DoublingExchange::State DoublingExchange::finish() {
+  Status verdict;
+  if (checked_) {
+    std::array<uint64_t, CallSignature::kFields> low{}, high{};
+    for (size_t i = 0; i < low.size(); ++i) {
+      low[i] = agreed_[2 * i];
+      high[i] = ~agreed_[2 * i + 1];
+    }
+    verdict = compare_calls(low, high);
+    if (verdict.ok() && differs_) {
+      verdict = Status(Code::mismatch, "a peer's message had another length than this rank's");
+    }
+  }
+  if (verdict.ok()) verdict = finish_payload();
+  if (verdict.ok()) return State::done;
+  fail(std::move(verdict));
+  return State::failed;
+}
+
+}  // namespace ibcoll::collectives

@@ -1,0 +1,72 @@
+// DoublingExchange: recursive doubling's pattern of messages, shared by the allreduce that
+// reduces along it and the checked bcast that spreads the root's vector along it. log2(p)
+// steps in which members exchange with the partner whose virtual rank differs in one bit;
+// with p not a power of two, the first 2·(p − 2^k) members pair up first (folding.h): the even
+// one hands its payload to the odd one, sits out, and gets the final payload back at the end.
+// The pairs depend on the group alone, never on the call.
+//
+// Checked, it is also the call check: every message starts with the sender's running minimum
+// of each call field and of its complement (CallSignature, 96 bytes), which receivers fold in,
+// so after the last step every member knows whether all calls agreed, and the check costs no
+// message of its own. Its messages use the check's steps (from kAlgorithmSteps up), so members
+// running the check alone (no payload), a checked allreduce or a checked bcast all meet, and
+// messages of another length are taken, not refused: the fields say what differs.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <span>
+
+#include "collectives/allreduce/folding.h"
+#include "collectives/call_check.h"
+#include "collectives/scratch.h"
+
+namespace ibcoll::collectives {
+
+class DoublingExchange : public CollectiveTask {
+ public:
+  void start() override;
+  State advance() override;
+
+ protected:
+  // `payload_bytes`: the length of a payload in this call (what a member receives at most).
+  DoublingExchange(Group group, CollectiveArgs args, uint64_t base_tag,
+                   std::optional<CallSignature> signature, size_t payload_bytes);
+
+  // Before the first message: set up what payload() returns.
+  virtual void begin() = 0;
+  // What this member sends now; empty sends the fields alone (checked only).
+  virtual std::span<const std::byte> payload() const = 0;
+  // `other` (a member) sent `incoming` (payload_bytes, which may be clobbered), or, checked,
+  // a message of another length (null). `last`: the final step's, after this member sat out.
+  virtual void absorb(int other, std::byte* incoming, bool last) = 0;
+  // Once every step is done and the calls agree; a failure fails the call.
+  virtual Status finish_payload() { return {}; }
+  // A message came that the calls' fields alone cannot explain (calls agreed, lengths did not).
+  void mark_differs() { differs_ = true; }
+
+  const size_t payload_bytes_;
+
+ private:
+  enum class Phase { folding_in, folded_out, doubling, unfolding };
+  static constexpr uint32_t kFinalStep = 63;
+  using Fields = std::array<uint64_t, 2 * CallSignature::kFields>;  // value, ~value per field
+
+  uint32_t step(uint32_t s) const;
+  void begin_doubling();
+  void exchange();
+  void send(int member, uint32_t s);
+  void receive(int member, uint32_t s);
+  void take(int other, bool last);
+  State finish();
+
+  Folding folding_{group_.size()};
+  bool checked_ = false, differs_ = false;
+  Fields agreed_{};
+  size_t header_ = 0, last_receive_ = 0;
+  Scratch incoming_, outgoing_;
+  int virtual_rank_ = 0, mask_ = 1;
+  Phase phase_ = Phase::doubling;
+};
+
+}  // namespace ibcoll::collectives
