@@ -33,7 +33,9 @@ const Variable kVariables[] = {
     {"IBCOLL_GID_INDEX", "auto", "RoCE GID index; auto prefers an IPv4-mapped RoCE v2 GID"},
     {"IBCOLL_XRC", "auto", "XRC shared receive queues: auto|on|off"},
     {"IBCOLL_CM", "ud", "connection set-up: ud (handshake over a UD QP)|rdmacm"},
-    {"IBCOLL_EAGER_LIMIT", "8192", "largest message sent by copy; larger ones by RDMA write"},
+    {"IBCOLL_EAGER_LIMIT", "64K", "largest message sent by copy; larger ones by RDMA write"},
+    {"IBCOLL_EAGER_BUFFER", "8K",
+     "bytes of each registered send and receive buffer; longer copies go in parts"},
     {"IBCOLL_SRQ_DEPTH", "512", "receive buffers in the shared receive queue"},
     {"IBCOLL_CREDITS", "32", "most messages one peer may have in our receive queue"},
     {"IBCOLL_MR_CACHE", "0", "keep user buffers registered between transfers (0|1)"},
@@ -172,6 +174,10 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   v.eager_limit = parse_size("IBCOLL_EAGER_LIMIT", get("IBCOLL_EAGER_LIMIT"));
   if (v.eager_limit > (size_t{1} << 20)) {
     throw Error(Code::invalid_argument, "IBCOLL_EAGER_LIMIT: at most 1M");
+  }
+  v.eager_buffer = parse_size("IBCOLL_EAGER_BUFFER", get("IBCOLL_EAGER_BUFFER"));
+  if (v.eager_buffer < 64 || v.eager_buffer > (size_t{1} << 20)) {
+    throw Error(Code::invalid_argument, "IBCOLL_EAGER_BUFFER: from 64 to 1M");
   }
   v.srq_depth =
       static_cast<uint32_t>(parse_integer("IBCOLL_SRQ_DEPTH", get("IBCOLL_SRQ_DEPTH"), 2, 1 << 20));

@@ -7,6 +7,7 @@ namespace ibcoll::transport::wire {
 size_t body_size(const MessageHeader& header) {
   switch (header.type) {
     case Type::eager:
+    case Type::eager_more:
       return header.length;
     case Type::rts:
       return sizeof(RendezvousRequest);
@@ -24,6 +25,7 @@ std::optional<MessageHeader> parse_message(const void* bytes, size_t size) {
   if (h.magic != kMagic || h.version != kVersion) return std::nullopt;
   switch (h.type) {
     case Type::eager:
+    case Type::eager_more:
     case Type::rts:
     case Type::cts:
     case Type::credit:

@@ -14,7 +14,7 @@ constexpr uint16_t kMagic = 0x1BC0;
 constexpr uint8_t kVersion = 1;
 
 enum class Type : uint8_t {
-  eager = 1,          // payload follows the header
+  eager = 1,          // payload follows the header (its first part, if `more` is not 0)
   rts,                // rendezvous request: length = total bytes; RendezvousRequest follows
   cts,                // rendezvous reply: ReadyToReceive follows; the data comes by RDMA write
   credit,             // returns receive credits only
@@ -22,6 +22,7 @@ enum class Type : uint8_t {
   keepalive,          // probes a quiet peer so a dead one is noticed
   handshake_request,  // over UD: please connect to my endpoint
   handshake_reply,    // over UD: connected to yours
+  eager_more,         // the next part of the eager message this sender started last
 };
 
 struct MessageHeader {
@@ -30,9 +31,9 @@ struct MessageHeader {
   Type type = Type::eager;
   uint32_t source = 0;  // sender's rank
   uint64_t tag = 0;
-  uint64_t length = 0;   // eager: payload bytes; rts: total bytes of the message
+  uint64_t length = 0;   // eager, eager_more: payload bytes; rts: total bytes of the message
   uint32_t credits = 0;  // receive credits returned to the destination
-  uint32_t reserved = 0;
+  uint32_t more = 0;     // eager, eager_more: bytes of the message still to come after these
 };
 static_assert(sizeof(MessageHeader) == 32);
 

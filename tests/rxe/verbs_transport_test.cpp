@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -407,6 +408,89 @@ TEST(VerbsTransport, BadMessageArgumentsAndTruncation) {
     r.bootstrap().barrier("end");
     return 0;
   });
+  expect_all_ok(exits);
+}
+
+// An eager message longer than one buffer (IBCOLL_EAGER_BUFFER) travels in parts and is put
+// together on arrival: into a receive posted before it; into the unexpected queue, for a receive
+// posted once it is whole; truncated into a short receive; and, for a receive cancelled after
+// its first parts came, the rest is dropped without touching the buffer, and the next message
+// from that peer still matches. Two credits make the sender wait between parts, so the cancel
+// lands in the middle of the message.
+TEST(VerbsTransport, EagerMessagesInParts) {
+  constexpr size_t kBytes = 40000;  // five parts of 8 KiB
+  RankOptions options;
+  options.environment["IBCOLL_CREDITS"] = "2";
+  auto exits = run_ranks(
+      2,
+      [&](int me, int) {
+        runtime::VerbsEndpoint r;
+        auto pattern = [](uint64_t tag) {
+          std::vector<std::byte> v(kBytes);
+          for (size_t i = 0; i < kBytes; ++i)
+            v[i] = pattern_byte(0, 1, tag, i);
+          return v;
+        };
+        if (me == 0) {
+          std::vector<Transfer> sent(6);
+          std::vector<std::vector<std::byte>> data;
+          for (uint64_t tag = 1; tag <= 6; ++tag)
+            data.push_back(pattern(tag));
+          auto send = [&](uint64_t tag) {
+            const size_t bytes = tag == 3 || tag == 6 ? 100 : kBytes;
+            r.channel().send(1, tag, data[tag - 1].data(), bytes, record(sent[tag - 1]));
+          };
+          for (uint64_t tag = 1; tag <= 4; ++tag)
+            send(tag);
+          // Messages 5 and 6 only once the receive for 5 is posted.
+          r.wait([&] { return sent[3].done; }, "sends 1 to 4");
+          r.bootstrap().barrier("receive 5 posted");
+          send(5);
+          send(6);
+          r.wait([&] { return sent[4].done && sent[5].done; }, "sends 5 and 6");
+          for (const Transfer& t : sent)
+            RANK_CHECK(t.status.ok(), t.status.to_string());
+        } else {
+          std::vector<std::byte> posted_first(kBytes), unexpected(kBytes), small(100),
+              short_in(10000), cancelled(kBytes, std::byte{0xEE}), after(100);
+          Transfer first, later, marker, truncated, dropped, next;
+          r.channel().recv(0, 1, posted_first.data(), kBytes, record(first));
+          r.channel().recv(0, 3, small.data(), small.size(), record(marker));
+          r.wait([&] { return first.done && marker.done; }, "message 1 and the marker after 2");
+          r.channel().recv(0, 2, unexpected.data(), kBytes, record(later));  // whole by now
+          r.channel().recv(0, 4, short_in.data(), short_in.size(), record(truncated));
+          r.wait([&] { return later.done && truncated.done; }, "messages 2 and 4");
+          RANK_CHECK(first.status.ok() && first.bytes == kBytes && posted_first == pattern(1),
+                     "posted first: " + first.status.to_string());
+          RANK_CHECK(later.status.ok() && later.bytes == kBytes && unexpected == pattern(2),
+                     "posted after: " + later.status.to_string());
+          RANK_CHECK(
+              truncated.status.code() == Code::truncated && truncated.bytes == short_in.size(),
+              truncated.status.to_string());
+          RANK_CHECK(std::equal(short_in.begin(), short_in.end(), pattern(4).begin()),
+                     "truncated payload");
+
+          const uint64_t before = r.channel().counters().messages_received;
+          r.channel().recv(0, 5, cancelled.data(), kBytes, record(dropped));
+          r.bootstrap().barrier("receive 5 posted");
+          // At most two parts (the credits) have come when the receive is cancelled.
+          r.wait([&] { return r.channel().counters().messages_received > before; },
+                 "the first part of message 5");
+          r.channel().cancel_receives(5, 5);
+          r.channel().recv(0, 6, after.data(), after.size(), record(next));
+          r.wait([&] { return next.done; }, "the message after a cancelled one");
+          RANK_CHECK(next.status.ok() && next.bytes == after.size() &&
+                         std::equal(after.begin(), after.end(), pattern(6).begin()),
+                     "after the cancelled receive: " + next.status.to_string());
+          RANK_CHECK(!dropped.done, "a cancelled receive completed");
+          RANK_CHECK(cancelled[0] == pattern(5)[0], "the first part did not land");
+          RANK_CHECK(cancelled.back() == std::byte{0xEE},
+                     "the last part reached a cancelled receive");
+        }
+        r.bootstrap().barrier("end");
+        return 0;
+      },
+      options);
   expect_all_ok(exits);
 }
 

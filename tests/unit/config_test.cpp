@@ -33,7 +33,8 @@ TEST(Config, DefaultsComeFromTheTable) {
   EXPECT_EQ(c.log_level, log::Level::warn);
   EXPECT_EQ(c.timeout, std::chrono::seconds(60));
   EXPECT_EQ(c.wait, transport::WaitPolicy::adaptive);
-  EXPECT_EQ(c.verbs.eager_limit, 8192u);
+  EXPECT_EQ(c.verbs.eager_limit, 65536u);
+  EXPECT_EQ(c.verbs.eager_buffer, 8192u);
   EXPECT_EQ(c.verbs.srq_depth, 512u);
   EXPECT_EQ(c.verbs.gid_index, -1);
   EXPECT_EQ(c.verbs.xrc, transport::verbs::XrcMode::automatic);
@@ -51,6 +52,7 @@ TEST(Config, ParsesEveryKind) {
                                                  {"IBCOLL_GID_INDEX", "3"},
                                                  {"IBCOLL_XRC", "off"},
                                                  {"IBCOLL_EAGER_LIMIT", "4k"},
+                                                 {"IBCOLL_EAGER_BUFFER", "1k"},
                                                  {"IBCOLL_SRQ_DEPTH", "64"},
                                                  {"IBCOLL_MR_CACHE", "1"},
                                                  {"IBCOLL_MR_CACHE_SIZE", "2G"},
@@ -62,6 +64,7 @@ TEST(Config, ParsesEveryKind) {
   EXPECT_EQ(c.verbs.gid_index, 3);
   EXPECT_EQ(c.verbs.xrc, transport::verbs::XrcMode::off);
   EXPECT_EQ(c.verbs.eager_limit, 4096u);
+  EXPECT_EQ(c.verbs.eager_buffer, 1024u);
   EXPECT_EQ(c.verbs.srq_depth, 64u);
   EXPECT_TRUE(c.verbs.mr_cache);
   EXPECT_EQ(c.verbs.mr_cache_bytes, size_t{2} << 30);
@@ -77,6 +80,7 @@ TEST(Config, BadValuesNameTheirVariable) {
   expect_error_naming({{"IBCOLL_XRC", "maybe"}}, "IBCOLL_XRC");
   expect_error_naming({{"IBCOLL_CM", "tcp"}}, "IBCOLL_CM");
   expect_error_naming({{"IBCOLL_EAGER_LIMIT", "2G"}}, "IBCOLL_EAGER_LIMIT");
+  expect_error_naming({{"IBCOLL_EAGER_BUFFER", "8"}}, "IBCOLL_EAGER_BUFFER");
   expect_error_naming({{"IBCOLL_SRQ_DEPTH", "0"}}, "IBCOLL_SRQ_DEPTH");
   expect_error_naming({{"IBCOLL_CREDITS", "0"}}, "IBCOLL_CREDITS");
   expect_error_naming({{"IBCOLL_MR_CACHE", "perhaps"}}, "IBCOLL_MR_CACHE");

@@ -33,6 +33,20 @@ TEST(Wire, EagerMessageRoundTrips) {
   EXPECT_EQ(body_size(*parsed), 10u);
 }
 
+// A message in parts: each part's length is what follows it, `more` what is still to come.
+TEST(Wire, EagerPartsCarryTheirOwnLength) {
+  MessageHeader h;
+  h.type = Type::eager_more;
+  h.length = 8;
+  h.more = 1000;
+  auto bytes = encode(h, 8);
+  auto parsed = parse_message(bytes.data(), bytes.size());
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->more, 1000u);
+  EXPECT_EQ(body_size(*parsed), 8u);
+  EXPECT_FALSE(parse_message(bytes.data(), bytes.size() - 1));
+}
+
 TEST(Wire, RejectsTruncatedPayload) {
   MessageHeader h;
   h.length = 100;

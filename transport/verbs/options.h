@@ -17,10 +17,11 @@ struct Options {
   int gid_index = -1;  // -1: prefer an IPv4-mapped RoCE v2 GID
   XrcMode xrc = XrcMode::automatic;
   ConnectMode connect = ConnectMode::ud;
-  size_t eager_limit = 8192;  // larger messages go by rendezvous (RDMA write with immediate)
-  uint32_t srq_depth = 512;   // receive buffers in the one shared receive queue
-  uint32_t credits = 32;      // per-peer cap on unacknowledged messages into our SRQ
-  bool mr_cache = false;      // keep user buffers registered between transfers
+  size_t eager_limit = 64 << 10;  // larger messages go by rendezvous (RDMA write with immediate)
+  size_t eager_buffer = 8 << 10;  // one send slot or SRQ buffer: longer eager messages go in parts
+  uint32_t srq_depth = 512;       // receive buffers in the one shared receive queue
+  uint32_t credits = 32;          // per-peer cap on unacknowledged messages into our SRQ
+  bool mr_cache = false;          // keep user buffers registered between transfers
   size_t mr_cache_bytes = size_t{1} << 30;
   std::chrono::milliseconds timeout{60000};        // connection set-up and liveness
   std::chrono::milliseconds handshake_retry{200};  // resend an unanswered handshake

@@ -55,7 +55,7 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
   pd_ = allocate_pd(context);
 
   slot_size_ =
-      (kHeaderBytes + std::max(options.eager_limit, sizeof(wire::ReadyToReceive)) + 63) / 64 * 64;
+      (kHeaderBytes + std::max(options.eager_buffer, sizeof(wire::ReadyToReceive)) + 63) / 64 * 64;
   cq_budget_ = kSendSlots + 64;
   cq_ = std::make_unique<CompletionQueue>(
       context, static_cast<int>(options.srq_depth + kDatagramWork + cq_budget_),
@@ -131,10 +131,10 @@ void VerbsChannel::send(int peer, uint64_t tag, const void* buffer, size_t lengt
   if (p.failed) return completions_.add(std::move(done), p.failure, 0);
   ensure_connected(peer);
 
-  // Fast path: a small message with nothing queued ahead of it goes straight to the wire.
+  // Fast path: a message of one part with nothing queued ahead of it goes straight to the wire.
   const bool eager = length <= options_.eager_limit;
-  if (eager && p.outgoing.empty() && p.connected && !p.announce &&
-      post_eager(peer, tag, buffer, length)) {
+  if (length <= options_.eager_buffer && p.outgoing.empty() && p.connected && !p.announce &&
+      post_eager_part(peer, tag, static_cast<const std::byte*>(buffer), length, 0)) {
     return completions_.add(std::move(done), Status(), length);
   }
   if (p.failed) return completions_.add(std::move(done), p.failure, 0);
@@ -168,6 +168,13 @@ void VerbsChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, C
 void VerbsChannel::cancel_receives(uint64_t first, uint64_t last) {
   matches_.remove_posted(first, last,
                          [this](int peer) { --peers_[static_cast<size_t>(peer)].open_ops; });
+  for (Peer& p : peers_) {  // a receive filling up part by part: the rest of it is dropped
+    if (!p.assembly || !p.assembly->posted) continue;
+    if (p.assembly->tag < first || p.assembly->tag > last) continue;
+    p.assembly->posted.reset();
+    p.assembly->dropped = true;
+    --p.open_ops;
+  }
 }
 
 int VerbsChannel::poll() {
@@ -289,6 +296,10 @@ void VerbsChannel::fail_peer(int peer, const Status& status) {
     it = rendezvous_.erase(it);
   }
   matches_.fail_peer(peer, [&](PostedRecv& r) { completions_.add(std::move(r.done), status, 0); });
+  if (p.assembly && p.assembly->posted) {
+    completions_.add(std::move(p.assembly->posted->done), status, 0);
+  }
+  p.assembly.reset();
 }
 
 void VerbsChannel::on_tick(Clock::time_point now) {

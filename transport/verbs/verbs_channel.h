@@ -1,6 +1,7 @@
 // VerbsChannel: the Channel over verbs. One CQ, one SRQ for every peer, RC connections made on
 // demand (a ConnectionManager), and for each peer:
-//  - eager messages (≤ eager_limit) copied into the peer's SRQ buffers;
+//  - eager messages (≤ eager_limit) copied into the peer's SRQ buffers, in parts of one
+//    buffer (eager_buffer) each, sent back to back and put together on arrival;
 //  - rendezvous for larger ones: request → the receiver registers its buffer and answers →
 //    RDMA write with immediate straight into it;
 //  - credits: a peer may have at most `credits` messages in our SRQ; we return credits as we
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -88,6 +90,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     Completion done;
     RegistrationCache::Entry* registration = nullptr;
     wire::ReadyToReceive target{};  // from the receiver's answer (rendezvous)
+    size_t sent = 0;                // eager: bytes posted so far
   };
   struct PostedRecv {
     std::byte* buffer;
@@ -110,11 +113,21 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     RegistrationCache::Entry* registration = nullptr;
     bool refused = false;  // registration failed: answer with a refusal, receive already failed
   };
+  // An eager message arriving in parts from one peer: into the receive it matched, or, if none
+  // was posted, into `held` (it becomes an unexpected arrival once whole). A receive cancelled
+  // meanwhile leaves neither: the rest of the parts is dropped.
+  struct Assembly {
+    uint64_t tag;
+    size_t total, received;
+    std::optional<PostedRecv> posted;
+    std::vector<std::byte> held;
+    bool dropped = false;
+  };
   // What waits in a peer's send queue, in order. Credit, ready and keepalive messages are not
   // queued: they carry no order and must pass a queue stalled on credits.
   struct Outgoing {
     enum class Step : uint8_t {
-      eager,               // SendOp: its payload, copied
+      eager,               // SendOp: its payload, copied, in parts of one buffer
       rendezvous_request,  // SendOp: asks the receiver for a buffer
       rendezvous_reply,    // RendezvousRecv: tells the sender where to write (or refuses)
       rdma_write,          // SendOp: the data, into the buffer the receiver named
@@ -140,6 +153,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint32_t open_ops = 0;  // our sends and receives that depend on the peer
     bool connected = false, announce = false, keepalive = false, failed = false;
     bool probe_outstanding = false;  // a keepalive not yet acknowledged
+    std::optional<Assembly> assembly;
     Status failure;
     Clock::time_point last_heard{}, last_keepalive{}, probe_sent{};
   };
@@ -161,12 +175,15 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void on_async_event();
   void on_tick(Clock::time_point now);
   void deliver_eager(int peer, PostedRecv& recv, const std::byte* payload, size_t length);
+  void start_assembly(int peer, uint64_t tag, size_t total);
+  void add_part(int peer, const std::byte* part, size_t length);
   void start_rendezvous_recv(int peer, PostedRecv recv, uint32_t send_id, uint64_t offered);
 
   void pump(int peer);
   bool post_outgoing(int peer, const Outgoing& item);
   bool post_rdma_write(int peer, uint32_t id);
-  bool post_eager(int peer, uint64_t tag, const void* data, size_t length);
+  bool post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length, size_t offset);
+  bool post_eager_parts(int peer, std::unordered_map<uint32_t, SendOp>::iterator send);
   bool post_control(int peer, wire::Type type);
   bool post_message(int peer, const wire::MessageHeader& header, const void* body, size_t body_size,
                     const void* payload, size_t payload_size);

@@ -14,7 +14,8 @@ namespace {
 
 // Messages that occupy one of the credits their sender was granted.
 bool is_credited(wire::Type type) {
-  return type == wire::Type::eager || type == wire::Type::rts || type == wire::Type::cts;
+  return type == wire::Type::eager || type == wire::Type::eager_more || type == wire::Type::rts ||
+         type == wire::Type::cts;
 }
 
 }  // namespace
@@ -63,7 +64,10 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
 
   switch (header->type) {
     case wire::Type::eager:
-      if (auto posted = matches_.take_posted({peer, header->tag})) {
+      if (header->more > 0) {
+        start_assembly(peer, header->tag, header->length + header->more);
+        add_part(peer, body, header->length);
+      } else if (auto posted = matches_.take_posted({peer, header->tag})) {
         --p.open_ops;
         deliver_eager(peer, *posted, body, header->length);
       } else {
@@ -71,6 +75,15 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
             {peer, header->tag},
             Arrival{wire::Type::eager, std::vector<std::byte>(body, body + header->length)});
       }
+      break;
+    case wire::Type::eager_more:
+      if (!p.assembly ||
+          p.assembly->total - p.assembly->received != header->length + header->more) {
+        IBCOLL_LOG(warn, "dropped a part of an eager message from peer "
+                             << peer << " that began no message");
+        break;
+      }
+      add_part(peer, body, header->length);
       break;
     case wire::Type::rts: {
       wire::RendezvousRequest request;
@@ -117,6 +130,46 @@ void VerbsChannel::deliver_eager(int peer, PostedRecv& recv, const std::byte* pa
   if (n > 0) std::memcpy(recv.buffer, payload, n);
   counters_.bytes_received += n;
   completions_.add(std::move(recv.done), receive_status(peer, length, recv.capacity), n);
+}
+
+// The first part of an eager message in parts takes a posted receive at once, as a whole
+// message would; the receive stays open (on the peer) until the last part is in.
+void VerbsChannel::start_assembly(int peer, uint64_t tag, size_t total) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.assembly) {
+    IBCOLL_LOG(warn, "peer " << peer << " began an eager message before finishing the last");
+  }
+  Assembly& a = p.assembly.emplace(Assembly{tag, total, 0, std::nullopt, {}});
+  a.posted = matches_.take_posted({peer, tag});
+  if (!a.posted) a.held.resize(total);
+}
+
+void VerbsChannel::add_part(int peer, const std::byte* part, size_t length) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  Assembly& a = *p.assembly;
+  if (a.posted && a.received < a.posted->capacity) {
+    std::memcpy(a.posted->buffer + a.received, part,
+                std::min(length, a.posted->capacity - a.received));
+  } else if (!a.posted && !a.dropped) {
+    std::memcpy(a.held.data() + a.received, part, length);
+  }
+  a.received += length;
+  if (a.received < a.total) return;
+  if (a.posted) {
+    --p.open_ops;
+    const size_t delivered = std::min(a.total, a.posted->capacity);
+    counters_.bytes_received += delivered;
+    completions_.add(std::move(a.posted->done), receive_status(peer, a.total, a.posted->capacity),
+                     delivered);
+  } else if (!a.dropped) {  // a receive may have been posted while the parts came in
+    if (auto posted = matches_.take_posted({peer, a.tag})) {
+      --p.open_ops;
+      deliver_eager(peer, *posted, a.held.data(), a.total);
+    } else {
+      matches_.add_unexpected({peer, a.tag}, Arrival{wire::Type::eager, std::move(a.held)});
+    }
+  }
+  p.assembly.reset();
 }
 
 void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint32_t send_id,

@@ -66,14 +66,8 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
   } else {
     auto it = sends_.find(item.id);
     if (it == sends_.end()) return true;
+    if (item.step == Outgoing::Step::eager) return post_eager_parts(peer, it);
     SendOp& op = it->second;
-    if (item.step == Outgoing::Step::eager) {
-      if (!post_eager(peer, op.tag, op.data, op.length)) return false;
-      completions_.add(std::move(op.done), Status(), op.length);
-      --p.open_ops;
-      sends_.erase(it);
-      return true;
-    }
     header.type = wire::Type::rts;
     header.tag = op.tag;
     header.length = op.length;
@@ -85,21 +79,40 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
   return posted;
 }
 
-// The payload is copied into a send slot, so the caller's buffer is free and the send is
-// complete once posted. A later transport error fails the peer, and with it whatever still
-// waits on it.
-bool VerbsChannel::post_eager(int peer, uint64_t tag, const void* data, size_t length) {
+// One part of an eager message, of at most one buffer, from `offset` of the message's `length`
+// bytes: the first is `eager` and the rest `eager_more`, each saying how much is still to come.
+// The payload is copied into a send slot, so once the last part is posted the caller's buffer
+// is free and the send is complete. A later transport error fails the peer, and with it
+// whatever still waits on it.
+bool VerbsChannel::post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length,
+                                   size_t offset) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.send_credits == 0) {
     ++counters_.credit_stalls;
     return false;
   }
+  const size_t part = std::min(options_.eager_buffer, length - offset);
   wire::MessageHeader header;
-  header.type = wire::Type::eager;
+  header.type = offset == 0 ? wire::Type::eager : wire::Type::eager_more;
   header.tag = tag;
-  header.length = length;
-  if (!post_message(peer, header, nullptr, 0, data, length)) return false;
+  header.length = part;
+  header.more = static_cast<uint32_t>(length - offset - part);
+  if (!post_message(peer, header, nullptr, 0, data + offset, part)) return false;
   --p.send_credits;
+  return true;
+}
+
+// The parts go back to back: the message stays at the head of the peer's queue until its last
+// part is posted, so the receiver adds every `eager_more` to the message this peer began last.
+bool VerbsChannel::post_eager_parts(int peer, std::unordered_map<uint32_t, SendOp>::iterator send) {
+  SendOp& op = send->second;
+  do {
+    if (!post_eager_part(peer, op.tag, op.data, op.length, op.sent)) return false;
+    op.sent += std::min(options_.eager_buffer, op.length - op.sent);
+  } while (op.sent < op.length);
+  completions_.add(std::move(op.done), Status(), op.length);
+  --peers_[static_cast<size_t>(peer)].open_ops;
+  sends_.erase(send);
   return true;
 }
 
