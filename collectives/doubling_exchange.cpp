@@ -22,8 +22,8 @@ DoublingExchange::DoublingExchange(Group group, CollectiveArgs args, uint64_t ba
 void DoublingExchange::start() {
   begin();
   header_ = checked_ ? sizeof(Fields) : 0;
-  incoming_.allocate(header_ + payload_bytes_);
-  if (checked_) outgoing_.allocate(header_ + payload_bytes_);
+  // One allocation: what comes in, then (checked) what goes out.
+  buffers_.allocate((checked_ ? 2 : 1) * (header_ + payload_bytes_));
   const int me = group_.rank;
   virtual_rank_ = folding_.virtual_rank(me);
   if (folding_.sits_out(me)) {  // hand the payload to the odd neighbour, wait for the result
@@ -97,27 +97,29 @@ void DoublingExchange::send(int member, uint32_t s) {
     send_to(member, step(s), data.data(), data.size());
     return;
   }
-  std::memcpy(outgoing_.data(), agreed_.data(), header_);
-  if (!data.empty()) std::memcpy(outgoing_.data() + header_, data.data(), data.size());
-  send_to(member, step(s), outgoing_.data(), header_ + data.size());
+  std::byte* outgoing = incoming() + header_ + payload_bytes_;
+  std::memcpy(outgoing, agreed_.data(), header_);
+  if (!data.empty()) std::memcpy(outgoing + header_, data.data(), data.size());
+  send_to(member, step(s), outgoing, header_ + data.size());
 }
 
 void DoublingExchange::receive(int member, uint32_t s) {
-  last_receive_ = checked_ ? recv_from(member, step(s), incoming_.data(), incoming_.size(), false)
-                           : recv_from(member, step(s), incoming_.data(), incoming_.size());
+  const size_t bytes = header_ + payload_bytes_;
+  last_receive_ = checked_ ? recv_from(member, step(s), incoming(), bytes, false)
+                           : recv_from(member, step(s), incoming(), bytes);
 }
 
 // Folds in what `other` sent: its fields always, its payload if it had this call's length.
 void DoublingExchange::take(int other, bool last) {
-  std::byte* incoming = incoming_.data() + header_;
+  std::byte* payload = incoming() + header_;
   if (checked_) {
     Fields theirs;
-    std::memcpy(theirs.data(), incoming_.data(), header_);
+    std::memcpy(theirs.data(), incoming(), header_);
     for (size_t i = 0; i < agreed_.size(); ++i)
       agreed_[i] = std::min(agreed_[i], theirs[i]);
-    if (received(last_receive_) != incoming_.size()) incoming = nullptr;
+    if (received(last_receive_) != header_ + payload_bytes_) payload = nullptr;
   }
-  absorb(other, incoming, last);
+  absorb(other, payload, last);
 }
 
 DoublingExchange::State DoublingExchange::finish() {

@@ -64,7 +64,8 @@ class DoublingExchange : public CollectiveTask {
   bool checked_ = false, differs_ = false;
   Fields agreed_{};
   size_t header_ = 0, last_receive_ = 0;
-  Scratch incoming_, outgoing_;
+  std::byte* incoming() const { return buffers_.data(); }
+  Scratch buffers_;
   int virtual_rank_ = 0, mask_ = 1;
   Phase phase_ = Phase::doubling;
 };

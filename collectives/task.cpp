@@ -6,10 +6,9 @@ namespace ibcoll::collectives {
 
 size_t CollectiveTask::track() {
   Messages& m = messages();
-  m.completed.push_back(0);
-  m.received.push_back(0);
+  if (m.posted >= m.first.size()) m.more.emplace_back();
   ++m.pending;
-  return m.completed.size() - 1;
+  return m.posted++;
 }
 
 size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size_t bytes) {
@@ -17,7 +16,7 @@ size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size
   group_.channel.send(group_.peers[static_cast<size_t>(member)], base_tag_ + step, data, bytes,
                       [m = messages_, index](const Status& s, size_t) {
                         --m->pending;
-                        m->completed[index] = 1;
+                        m->at(index).completed = true;
                         if (!s.ok() && m->status.ok()) m->status = s;
                       });
   return index;
@@ -28,8 +27,7 @@ size_t CollectiveTask::recv_from(int member, uint32_t step, void* data, size_t b
   group_.channel.recv(group_.peers[static_cast<size_t>(member)], base_tag_ + step, data, bytes,
                       [m = messages_, bytes, index, exact](const Status& s, size_t got) {
                         --m->pending;
-                        m->completed[index] = 1;
-                        m->received[index] = got;
+                        m->at(index) = {true, got};
                         if (!m->status.ok()) return;
                         if (!exact && (s.ok() || s.code() == Code::truncated)) return;
                         if (!s.ok()) {

@@ -5,6 +5,7 @@
 // once never take each other's messages.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -64,9 +65,9 @@ class CollectiveTask {
   // received() says how much came: for a call check, which must go on when calls differ.
   size_t send_to(int member, uint32_t step, const void* data, size_t bytes);
   size_t recv_from(int member, uint32_t step, void* data, size_t bytes, bool exact = true);
-  size_t received(size_t message) const { return messages_->received[message]; }
+  size_t received(size_t message) const { return messages_->at(message).received; }
   bool step_done() const { return !messages_ || messages_->pending == 0; }
-  bool completed(size_t message) const { return messages_->completed[message] != 0; }
+  bool completed(size_t message) const { return messages_->at(message).completed; }
   // Fails the task with `status` (for failures that are not a message's).
   void fail(Status status) {
     Messages& m = messages();
@@ -81,11 +82,21 @@ class CollectiveTask {
  private:
   // Shared with the completion callbacks, so a task given up on (a deadline passed) can be
   // destroyed while the channel still holds its callbacks.
+  struct Record {
+    bool completed = false;
+    size_t received = 0;  // bytes that came (a receive)
+  };
   struct Messages {
     int pending = 0;
-    Status status;                 // the first failure
-    std::vector<char> completed;   // per message posted, in posting order
-    std::vector<size_t> received;  // bytes that came, per receive
+    Status status;  // the first failure
+    // Per message posted, in posting order; the first few inline, since most calls post few
+    // and this is allocated per call.
+    size_t posted = 0;
+    std::array<Record, 4> first;
+    std::vector<Record> more;
+    Record& at(size_t message) {
+      return message < first.size() ? first[message] : more[message - first.size()];
+    }
   };
   // Counts a message about to be posted; its index.
   size_t track();
