@@ -6,15 +6,16 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 
+#include "base/inline_function.h"
 #include "base/status.h"
 #include "transport/progress.h"
 
 namespace ibcoll::transport {
 
-// Called once per operation; `bytes` is the length received (or sent).
-using Completion = std::function<void(const Status& status, size_t bytes)>;
+// Called once per operation; `bytes` is the length received (or sent). Held inline: posting a
+// message allocates no callback.
+using Completion = InlineFunction<void(const Status& status, size_t bytes)>;
 
 class Channel : public Poller {
  public:

@@ -9,7 +9,6 @@
 #include <deque>
 #include <functional>
 #include <optional>
-#include <vector>
 
 namespace ibcoll::transport {
 
@@ -91,7 +90,7 @@ class MatchTable {
     return std::nullopt;
   }
 
-  std::vector<PeerQueues> peers_;
+  std::deque<PeerQueues> peers_;  // grows without moving queues (their moves may throw)
 };
 
 }  // namespace ibcoll::transport
