@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/status.h"
+#include "transport/wire.h"
 
 extern char** environ;
 
@@ -172,7 +173,7 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   v.xrc = transport::verbs::parse_xrc_mode(get("IBCOLL_XRC"));
   v.connect = transport::verbs::parse_connect_mode(get("IBCOLL_CM"));
   v.eager_limit = parse_size("IBCOLL_EAGER_LIMIT", get("IBCOLL_EAGER_LIMIT"));
-  if (v.eager_limit > (size_t{1} << 20)) {
+  if (v.eager_limit > transport::wire::kMaxEagerBytes) {
     throw Error(Code::invalid_argument, "IBCOLL_EAGER_LIMIT: at most 1M");
   }
   v.eager_buffer = parse_size("IBCOLL_EAGER_BUFFER", get("IBCOLL_EAGER_BUFFER"));

@@ -36,6 +36,9 @@ std::optional<MessageHeader> parse_message(const void* bytes, size_t size) {
       return std::nullopt;
   }
   if (body_size(h) > size - sizeof(h)) return std::nullopt;
+  if ((h.type == Type::eager || h.type == Type::eager_more) && h.length + h.more > kMaxEagerBytes) {
+    return std::nullopt;
+  }
   return h;
 }
 

@@ -12,6 +12,9 @@ namespace ibcoll::transport::wire {
 
 constexpr uint16_t kMagic = 0x1BC0;
 constexpr uint8_t kVersion = 1;
+// The longest eager message (IBCOLL_EAGER_LIMIT's cap): a part announcing more is malformed, so
+// a stray header cannot make a receiver set aside gigabytes for it.
+constexpr uint64_t kMaxEagerBytes = uint64_t{1} << 20;
 
 enum class Type : uint8_t {
   eager = 1,          // payload follows the header (its first part, if `more` is not 0)

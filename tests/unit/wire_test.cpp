@@ -45,6 +45,9 @@ TEST(Wire, EagerPartsCarryTheirOwnLength) {
   EXPECT_EQ(parsed->more, 1000u);
   EXPECT_EQ(body_size(*parsed), 8u);
   EXPECT_FALSE(parse_message(bytes.data(), bytes.size() - 1));
+  h.more = kMaxEagerBytes;  // more than any eager message may hold
+  bytes = encode(h, 8);
+  EXPECT_FALSE(parse_message(bytes.data(), bytes.size()));
 }
 
 TEST(Wire, RejectsTruncatedPayload) {
