@@ -133,8 +133,9 @@ void VerbsChannel::send(int peer, uint64_t tag, const void* buffer, size_t lengt
 
   // Fast path: a message of one part with nothing queued ahead of it goes straight to the wire.
   const bool eager = length <= options_.eager_limit;
+  size_t posted = 0;
   if (length <= options_.eager_buffer && p.outgoing.empty() && p.connected && !p.announce &&
-      post_eager_part(peer, tag, static_cast<const std::byte*>(buffer), length, 0)) {
+      post_eager_part(peer, tag, static_cast<const std::byte*>(buffer), length, posted)) {
     return completions_.add(std::move(done), Status(), length);
   }
   if (p.failed) return completions_.add(std::move(done), p.failure, 0);

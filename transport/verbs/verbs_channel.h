@@ -182,7 +182,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void pump(int peer);
   bool post_outgoing(int peer, const Outgoing& item);
   bool post_rdma_write(int peer, uint32_t id);
-  bool post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length, size_t offset);
+  bool post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length,
+                       size_t& offset);
   bool post_eager_parts(int peer, std::unordered_map<uint32_t, SendOp>::iterator send);
   bool post_control(int peer, wire::Type type);
   bool post_message(int peer, const wire::MessageHeader& header, const void* body, size_t body_size,

@@ -80,12 +80,12 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
 }
 
 // One part of an eager message, of at most one buffer, from `offset` of the message's `length`
-// bytes: the first is `eager` and the rest `eager_more`, each saying how much is still to come.
-// The payload is copied into a send slot, so once the last part is posted the caller's buffer
-// is free and the send is complete. A later transport error fails the peer, and with it
-// whatever still waits on it.
+// bytes (advanced past it once posted): the first is `eager` and the rest `eager_more`, each
+// saying how much is still to come. The payload is copied into a send slot, so once the last
+// part is posted the caller's buffer is free and the send is complete. A later transport error
+// fails the peer, and with it whatever still waits on it.
 bool VerbsChannel::post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length,
-                                   size_t offset) {
+                                   size_t& offset) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.send_credits == 0) {
     ++counters_.credit_stalls;
@@ -99,6 +99,7 @@ bool VerbsChannel::post_eager_part(int peer, uint64_t tag, const std::byte* data
   header.more = static_cast<uint32_t>(length - offset - part);
   if (!post_message(peer, header, nullptr, 0, data + offset, part)) return false;
   --p.send_credits;
+  offset += part;
   return true;
 }
 
@@ -108,7 +109,6 @@ bool VerbsChannel::post_eager_parts(int peer, std::unordered_map<uint32_t, SendO
   SendOp& op = send->second;
   do {
     if (!post_eager_part(peer, op.tag, op.data, op.length, op.sent)) return false;
-    op.sent += std::min(options_.eager_buffer, op.length - op.sent);
   } while (op.sent < op.length);
   completions_.add(std::move(op.done), Status(), op.length);
   --peers_[static_cast<size_t>(peer)].open_ops;
