@@ -5,10 +5,17 @@
  *
  * One ibcoll context per process, started when MPI_COMM_WORLD's module is enabled (bootstrap:
  * the world's saved allgather), stopped from a MPI_COMM_SELF attribute's delete callback, the
- * first thing MPI_Finalize does while everything still works. Each MPI communicator gets its
- * ibcoll communicator at its first call: the members agree on an id with the saved allreduce,
- * then map their ranks to world ranks (ibcoll_comm_from_ranks). ibcoll is not thread-safe: one
- * lock guards it; Open MPI's progress loop only tries the lock. */
+ * first thing MPI_Finalize does while everything still works.
+ *
+ * Each MPI communicator gets its ibcoll communicator at its first call, without blocking: the
+ * members agree on an id with the saved non-blocking allreduce, and the calls made meanwhile
+ * wait in the module's queue, started in call order once it is mapped (coll_ibcoll_module.c).
+ *
+ * Threads (MPI_THREAD_MULTIPLE): ibcoll is not thread-safe, so one lock guards every call into
+ * it and the component's shared state. Under the lock the component never calls anything of
+ * Open MPI's that may block or come back into the component; ibcoll's waits release it around
+ * opal_progress, so other threads (and Open MPI's progress callbacks, which may start
+ * collectives) get their turn. Open MPI's progress loop only tries the lock. */
 #ifndef MCA_COLL_IBCOLL_H
 #define MCA_COLL_IBCOLL_H
 
@@ -21,6 +28,7 @@
 #include "mpi.h"
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/coll.h"
+#include "ompi/request/request.h"
 
 BEGIN_C_DECLS
 
@@ -32,7 +40,7 @@ typedef struct {
 typedef struct {
   mca_coll_base_component_2_0_0_t super;
   /* MCA parameters */
-  int priority;
+  int priority; /* 0 or below: the component offers no module */
   int verbose;
   bool enable;
   size_t allreduce_max_bytes; /* 0: any size */
@@ -53,11 +61,29 @@ OMPI_MODULE_DECLSPEC extern mca_coll_ibcoll_component_t mca_coll_ibcoll_componen
   fn_type name;                     \
   mca_coll_base_module_t* name##_module
 
-typedef struct {
+/* Where a module's communicator stands with ibcoll. */
+typedef enum {
+  IBCOLL_UNMAPPED, /* no call yet */
+  IBCOLL_AGREEING, /* the members' id agreement is running; calls wait in the queue */
+  IBCOLL_MAPPED,   /* ibcoll_comm serves it */
+  IBCOLL_UNUSABLE  /* members from another job, or ibcoll refused it: every call falls back */
+} mca_coll_ibcoll_mapping_t;
+
+typedef struct mca_coll_ibcoll_request_t mca_coll_ibcoll_request_t;
+
+typedef struct mca_coll_ibcoll_module_t {
   mca_coll_base_module_t super;
   ompi_communicator_t* comm;
-  ibcoll_comm_t ibcoll_comm; /* made at the first call; the world's belongs to the context */
-  bool unusable;             /* members from another job, or ibcoll refused: always fall back */
+  mca_coll_ibcoll_mapping_t mapping;
+  ibcoll_comm_t ibcoll_comm; /* once mapped; the world's belongs to the context */
+  /* The id agreement (coll_ibcoll_module.c), while it runs: a round's request, what this
+   * rank puts in (claim failed, next free id) and the maximum over the members. */
+  ompi_request_t* agreement;
+  int64_t vote[2], tally[2];
+  int* world_ranks;                                /* the members' */
+  mca_coll_ibcoll_request_t *queued, *queued_last; /* calls waiting for the mapping, in order */
+  struct mca_coll_ibcoll_module_t* next_agreeing;  /* in the list of modules agreeing */
+  struct mca_coll_ibcoll_module_t* next_tracked;   /* in the list of modules of the context */
   IBCOLL_SAVED(mca_coll_base_module_allreduce_fn_t, previous_allreduce);
   IBCOLL_SAVED(mca_coll_base_module_bcast_fn_t, previous_bcast);
   IBCOLL_SAVED(mca_coll_base_module_iallreduce_fn_t, previous_iallreduce);
@@ -66,10 +92,34 @@ typedef struct {
 } mca_coll_ibcoll_module_t;
 OBJ_CLASS_DECLARATION(mca_coll_ibcoll_module_t);
 
+/* One call as ibcoll runs it, with the MPI arguments it came from (for the previous module,
+ * should the communicator turn out unusable while the call waits for its mapping). A bcast
+ * moves `bytes` bytes; `packed`, when not NULL, holds them because the datatype's layout is
+ * not contiguous (the root packed them; elsewhere they are unpacked at the end). */
+typedef struct {
+  bool bcast;
+  const void* send; /* allreduce */
+  void* recv;       /* allreduce: the result; bcast: where the bytes are */
+  size_t count;     /* allreduce: elements; bcast: bytes */
+  ibcoll_datatype_t type;
+  ibcoll_op_t op;
+  void* packed;
+  /* as MPI passed them */
+  const void* mpi_send;
+  void* mpi_recv;
+  int mpi_count;
+  struct ompi_datatype_t* mpi_type;
+  struct ompi_op_t* mpi_op;
+  int root;
+} mca_coll_ibcoll_call_t;
+
 /* coll_ibcoll_module.c */
 mca_coll_base_module_t* mca_coll_ibcoll_comm_query(ompi_communicator_t* comm, int* priority);
-/* The module's ibcoll communicator, made at the first call; NULL: fall back. Call locked. */
-ibcoll_comm_t mca_coll_ibcoll_comm_of(mca_coll_ibcoll_module_t* module);
+/* Moves the module's mapping on as far as it can without waiting: starts the id agreement at
+ * the first call, maps once it has ended, and starts the queued calls. Call locked. */
+void mca_coll_ibcoll_settle(mca_coll_ibcoll_module_t* module);
+/* Settles every module whose agreement runs (from the progress callback). Call locked. */
+void mca_coll_ibcoll_settle_all(void);
 /* Frees the module's ibcoll communicator (before the context stops). Call locked. */
 void mca_coll_ibcoll_forget_comm(mca_coll_ibcoll_module_t* module);
 
@@ -79,6 +129,9 @@ int mca_coll_ibcoll_start(mca_coll_ibcoll_module_t* world);
 void mca_coll_ibcoll_lock(void);
 bool mca_coll_ibcoll_trylock(void);
 void mca_coll_ibcoll_unlock(void);
+/* While set on a thread (the progress callback), ibcoll's waits there do not run
+ * opal_progress: it is already running below. */
+void mca_coll_ibcoll_inside_progress(bool inside);
 /* Remembers a module whose ibcoll communicator must go before the context does. */
 void mca_coll_ibcoll_track(mca_coll_ibcoll_module_t* module);
 void mca_coll_ibcoll_untrack(mca_coll_ibcoll_module_t* module);
@@ -96,12 +149,24 @@ int mca_coll_ibcoll_iallreduce(const void* sbuf, void* rbuf, int count,
 int mca_coll_ibcoll_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
                            struct ompi_communicator_t* comm, ompi_request_t** request,
                            mca_coll_base_module_t* module);
-/* Completes the MPI requests whose ibcoll requests have ended; from Open MPI's progress loop. */
+/* The message of a failed call, before the communicator's error handler runs; the MPI error. */
+int mca_coll_ibcoll_outcome(ibcoll_status_t status, const char* call, ompi_communicator_t* comm);
+/* A non-contiguous bcast's bytes, back into the caller's layout (not at the root). */
+void mca_coll_ibcoll_unpack(const mca_coll_ibcoll_call_t* call, int rank);
+
+/* coll_ibcoll_request.c */
+/* A non-blocking call through ibcoll as an Open MPI request in *out: started now when the
+ * module is mapped and nothing waits before it, else queued. The request owns call->packed.
+ * Call locked. */
+int mca_coll_ibcoll_request_start(mca_coll_ibcoll_module_t* module,
+                                  const mca_coll_ibcoll_call_t* call, ompi_request_t** out);
+/* Starts the module's queued calls, in order, now that it is mapped (or unusable: then through
+ * the previous module). Call locked. */
+void mca_coll_ibcoll_start_queued(mca_coll_ibcoll_module_t* module);
+/* Completes the Open MPI requests whose calls have ended; from Open MPI's progress loop. */
 int mca_coll_ibcoll_progress(void);
 /* Whether requests are still running (the context must not stop under them). */
 bool mca_coll_ibcoll_requests_pending(void);
-/* Drops the (empty) list of running requests, when the context stops. Call locked. */
-void mca_coll_ibcoll_forget_requests(void);
 
 END_C_DECLS
 

@@ -1,6 +1,7 @@
 /* MPI_Allreduce, MPI_Bcast, MPI_Iallreduce and MPI_Ibcast through ibcoll, or through the saved
- * previous module for what ibcoll does not take. Non-blocking calls become Open MPI requests
- * that the progress callback completes. */
+ * previous module for what ibcoll does not take. Whether ibcoll takes a call depends only on
+ * what every rank passes alike (MPI's rules): the op and datatype of an allreduce, the bytes of
+ * a bcast. A bcast whose datatype is not contiguous is packed around ibcoll's byte bcast. */
 #include "ompi_config.h"
 
 #include <stdint.h>
@@ -9,7 +10,8 @@
 #include "coll_ibcoll.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
-#include "ompi/request/request.h"
+#include "opal/datatype/opal_convertor.h"
+#include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
 /* ---- what ibcoll takes ---------------------------------------------------------------------- */
@@ -72,18 +74,16 @@ static bool within(size_t bytes, size_t limit) {
   return limit == 0 || bytes <= limit;
 }
 
-typedef struct {
-  const void* send;
-  void* recv;
-  size_t count;
-  ibcoll_datatype_t type;
-  ibcoll_op_t op;
-} allreduce_call_t;
-
 /* A predefined type and op ibcoll has, at most allreduce_max_bytes. */
 static bool take_allreduce(const void* sbuf, void* rbuf, int count, struct ompi_datatype_t* dtype,
-                           struct ompi_op_t* op, allreduce_call_t* call) {
+                           struct ompi_op_t* op, mca_coll_ibcoll_call_t* call) {
   size_t size = 0;
+  *call = (mca_coll_ibcoll_call_t){.bcast = false,
+                                   .mpi_send = sbuf,
+                                   .mpi_recv = rbuf,
+                                   .mpi_count = count,
+                                   .mpi_type = dtype,
+                                   .mpi_op = op};
   if (!ibcoll_type_of(dtype, &call->type) || !ibcoll_op_of(op, &call->op)) return false;
   ompi_datatype_type_size(dtype, &size);
   if (!within(size * (size_t)count, mca_coll_ibcoll_component.allreduce_max_bytes)) return false;
@@ -93,15 +93,67 @@ static bool take_allreduce(const void* sbuf, void* rbuf, int count, struct ompi_
   return true;
 }
 
-/* Any datatype whose `count` elements lie contiguously from `buf`, as bytes. */
-static bool take_bcast(int count, struct ompi_datatype_t* dtype, size_t* bytes) {
-  ptrdiff_t true_lb = 0, true_extent = 0;
+/* Any datatype, by its bytes (type size × count: what the root and every other rank agree on,
+ * whatever their layouts), at most bcast_max_bytes. */
+static bool take_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
+                       mca_coll_ibcoll_call_t* call) {
   size_t size = 0;
-  if (!ompi_datatype_is_contiguous_memory_layout(dtype, count)) return false;
-  ompi_datatype_get_true_extent(dtype, &true_lb, &true_extent);
   ompi_datatype_type_size(dtype, &size);
-  *bytes = size * (size_t)count;
-  return true_lb == 0 && within(*bytes, mca_coll_ibcoll_component.bcast_max_bytes);
+  *call = (mca_coll_ibcoll_call_t){.bcast = true,
+                                   .recv = buf,
+                                   .count = size * (size_t)count,
+                                   .mpi_recv = buf,
+                                   .mpi_count = count,
+                                   .mpi_type = dtype,
+                                   .root = root};
+  return within(call->count, mca_coll_ibcoll_component.bcast_max_bytes);
+}
+
+/* Between the caller's layout and `bytes` packed bytes; false if the convertor fails. */
+static bool convert(bool pack, void* user, int count, struct ompi_datatype_t* dtype, void* packed,
+                    size_t bytes) {
+  opal_convertor_t convertor;
+  OBJ_CONSTRUCT(&convertor, opal_convertor_t);
+  int32_t rc =
+      pack ? opal_convertor_copy_and_prepare_for_send(ompi_mpi_local_convertor, &dtype->super,
+                                                      (size_t)count, user, 0, &convertor)
+           : opal_convertor_copy_and_prepare_for_recv(ompi_mpi_local_convertor, &dtype->super,
+                                                      (size_t)count, user, 0, &convertor);
+  struct iovec iov = {.iov_base = packed, .iov_len = bytes};
+  uint32_t iov_count = 1;
+  size_t moved = bytes;
+  if (rc == OPAL_SUCCESS) {
+    rc = pack ? opal_convertor_pack(&convertor, &iov, &iov_count, &moved)
+              : opal_convertor_unpack(&convertor, &iov, &iov_count, &moved);
+  }
+  OBJ_DESTRUCT(&convertor);
+  return rc >= 0 && moved == bytes;
+}
+
+/* Where a bcast's bytes lie: in the caller's buffer (from its true lower bound) when the layout
+ * is contiguous, else in call->packed (filled at the root). False when out of memory. */
+static bool lay_out_bcast(mca_coll_ibcoll_call_t* call, int rank) {
+  ptrdiff_t true_lb = 0, true_extent = 0;
+  ompi_datatype_get_true_extent(call->mpi_type, &true_lb, &true_extent);
+  if (ompi_datatype_is_contiguous_memory_layout(call->mpi_type, call->mpi_count)) {
+    call->recv = (char*)call->mpi_recv + true_lb;
+    return true;
+  }
+  call->packed = malloc(call->count ? call->count : 1);
+  if (!call->packed) return false;
+  call->recv = call->packed;
+  if (rank == call->root &&
+      !convert(true, call->mpi_recv, call->mpi_count, call->mpi_type, call->packed, call->count)) {
+    free(call->packed);
+    call->packed = NULL;
+    return false;
+  }
+  return true;
+}
+
+void mca_coll_ibcoll_unpack(const mca_coll_ibcoll_call_t* call, int rank) {
+  if (rank != call->root)
+    convert(false, call->mpi_recv, call->mpi_count, call->mpi_type, call->packed, call->count);
 }
 
 /* ---- outcomes -------------------------------------------------------------------------------- */
@@ -119,181 +171,91 @@ static int mpi_error_of(ibcoll_status_t status) {
   }
 }
 
-/* A failed call says why before the communicator's error handler runs. */
-static int outcome(ibcoll_status_t status, const char* call, ompi_communicator_t* comm) {
+int mca_coll_ibcoll_outcome(ibcoll_status_t status, const char* call, ompi_communicator_t* comm) {
   if (status != IBCOLL_SUCCESS) {
     opal_output(0, "coll:ibcoll: %s on %s failed: %s", call, comm->c_name, ibcoll_last_error());
   }
   return mpi_error_of(status);
 }
 
-static void note(const char* call, const char* route, ompi_communicator_t* comm, size_t count) {
-  opal_output_verbose(10, mca_coll_ibcoll_component.output, "coll:ibcoll: %s of %zu on %s: %s",
-                      call, count, comm->c_name, route);
-}
-
-/* A call's way: when ibcoll takes it (`taken`: datatype, op and size) and the communicator
- * maps, its ibcoll communicator with the lock held (the caller unlocks after the call), counted
- * in `counter`; otherwise NULL, unlocked, counted as a fallback. The log says which. */
-static ibcoll_comm_t enter(mca_coll_ibcoll_module_t* m, bool taken, unsigned long* counter,
-                           const char* call, int count) {
-  mca_coll_ibcoll_lock();
-  ibcoll_comm_t ic = taken ? mca_coll_ibcoll_comm_of(m) : NULL;
-  ++*(ic ? counter : &mca_coll_ibcoll_component.counters.fallback);
-  note(call, ic ? "ibcoll" : "fallback", m->comm, (size_t)count);
-  if (!ic) mca_coll_ibcoll_unlock();
-  return ic;
+/* Counts a call that goes its way, and says so at verbosity 10. */
+static void note(const char* call, bool ibcoll, unsigned long* counter, ompi_communicator_t* comm,
+                 int count) {
+  ++*(ibcoll ? counter : &mca_coll_ibcoll_component.counters.fallback);
+  opal_output_verbose(10, mca_coll_ibcoll_component.output, "coll:ibcoll: %s of %d on %s: %s", call,
+                      count, comm->c_name, ibcoll ? "ibcoll" : "fallback");
 }
 
 /* ---- blocking -------------------------------------------------------------------------------- */
+
+/* The module's ibcoll communicator for a blocking call, with the lock held, once its mapping
+ * has ended and every call queued before this one has started (Open MPI's progress runs
+ * meanwhile); NULL, unlocked, when the communicator falls back. */
+static ibcoll_comm_t comm_for_blocking_call(mca_coll_ibcoll_module_t* m) {
+  for (;;) {
+    mca_coll_ibcoll_lock();
+    mca_coll_ibcoll_settle(m);
+    if (m->mapping == IBCOLL_MAPPED) return m->ibcoll_comm;
+    const bool agreeing = m->mapping == IBCOLL_AGREEING;
+    mca_coll_ibcoll_unlock();
+    if (!agreeing) return NULL;
+    opal_progress();
+  }
+}
 
 int mca_coll_ibcoll_allreduce(const void* sbuf, void* rbuf, int count,
                               struct ompi_datatype_t* dtype, struct ompi_op_t* op,
                               struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
-  allreduce_call_t call;
-  const bool taken = take_allreduce(sbuf, rbuf, count, dtype, op, &call);
+  mca_coll_ibcoll_call_t c;
   ibcoll_comm_t ic =
-      enter(m, taken, &mca_coll_ibcoll_component.counters.allreduce, "MPI_Allreduce", count);
+      take_allreduce(sbuf, rbuf, count, dtype, op, &c) ? comm_for_blocking_call(m) : NULL;
+  note("MPI_Allreduce", ic != NULL, &mca_coll_ibcoll_component.counters.allreduce, comm, count);
   if (!ic) {
     return m->previous_allreduce(sbuf, rbuf, count, dtype, op, comm, m->previous_allreduce_module);
   }
-  const int rc = outcome(ibcoll_allreduce(call.send, call.recv, call.count, call.type, call.op, ic),
-                         "MPI_Allreduce", comm);
+  const ibcoll_status_t s = ibcoll_allreduce(c.send, c.recv, c.count, c.type, c.op, ic);
   mca_coll_ibcoll_unlock();
-  return rc;
+  return mca_coll_ibcoll_outcome(s, "MPI_Allreduce", comm);
 }
 
 int mca_coll_ibcoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
                           struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
-  size_t bytes = 0;
-  const bool taken = take_bcast(count, dtype, &bytes);
-  ibcoll_comm_t ic = enter(m, taken, &mca_coll_ibcoll_component.counters.bcast, "MPI_Bcast", count);
+  mca_coll_ibcoll_call_t c;
+  ibcoll_comm_t ic = take_bcast(buf, count, dtype, root, &c) ? comm_for_blocking_call(m) : NULL;
+  note("MPI_Bcast", ic != NULL, &mca_coll_ibcoll_component.counters.bcast, comm, count);
   if (!ic) return m->previous_bcast(buf, count, dtype, root, comm, m->previous_bcast_module);
-  const int rc = outcome(ibcoll_bcast(buf, bytes, IBCOLL_UINT8, root, ic), "MPI_Bcast", comm);
+  const int rank = ompi_comm_rank(comm);
+  ibcoll_status_t s = IBCOLL_ERR_SYSTEM;
+  if (lay_out_bcast(&c, rank)) s = ibcoll_bcast(c.recv, c.count, IBCOLL_UINT8, root, ic);
   mca_coll_ibcoll_unlock();
-  return rc;
+  if (c.packed) {
+    if (s == IBCOLL_SUCCESS) mca_coll_ibcoll_unpack(&c, rank);
+    free(c.packed);
+  }
+  return mca_coll_ibcoll_outcome(s, "MPI_Bcast", comm);
 }
 
 /* ---- non-blocking ---------------------------------------------------------------------------- */
 
-typedef struct {
-  ompi_request_t super;
-  ibcoll_request_t request;  /* NULL once ended */
-  ompi_communicator_t* comm; /* retained until the call ends; named in messages */
-  bool freed;                /* MPI_Request_free while running: released when it ends */
-} mca_coll_ibcoll_request_t;
-
-static OBJ_CLASS_INSTANCE(mca_coll_ibcoll_request_t, ompi_request_t, NULL, NULL);
-
-static mca_coll_ibcoll_request_t** running; /* guarded by the lock */
-static size_t running_count, running_capacity;
-
-static void release(mca_coll_ibcoll_request_t* r) {
-  OMPI_REQUEST_FINI(&r->super);
-  OBJ_RELEASE(r);
-}
-
-static int request_free(ompi_request_t** request) {
-  mca_coll_ibcoll_request_t* r = (mca_coll_ibcoll_request_t*)*request;
+/* A taken call as a request (queued while the communicator is being mapped), or, once the
+ * communicator is known unusable, NULL: then the caller falls back. Locked inside. */
+static bool start_taken(mca_coll_ibcoll_module_t* m, mca_coll_ibcoll_call_t* c, const char* name,
+                        unsigned long* counter, ompi_request_t** request, int* rc) {
   mca_coll_ibcoll_lock();
-  if (r->request) {
-    r->freed = true;
-  } else {
-    release(r);
-  }
-  mca_coll_ibcoll_unlock();
-  *request = MPI_REQUEST_NULL;
-  return OMPI_SUCCESS;
-}
-
-static int request_cancel(ompi_request_t* request, int complete) {
-  (void)request;
-  (void)complete;
-  return OMPI_SUCCESS; /* collectives cannot be cancelled; MPI_Cancel on one is erroneous */
-}
-
-/* Wraps a started ibcoll request into *out; without memory, frees it and says so. */
-static int track_request(ibcoll_request_t request, ompi_communicator_t* comm,
-                         ompi_request_t** out) {
-  if (running_count == running_capacity) {
-    const size_t capacity = running_capacity ? 2 * running_capacity : 16;
-    mca_coll_ibcoll_request_t** grown = realloc(running, capacity * sizeof(*running));
-    if (!grown) {
-      ibcoll_request_free(&request);
-      return MPI_ERR_NO_MEM;
-    }
-    running = grown;
-    running_capacity = capacity;
-  }
-  mca_coll_ibcoll_request_t* r = OBJ_NEW(mca_coll_ibcoll_request_t);
-  OMPI_REQUEST_INIT(&r->super, false);
-  r->super.req_type = OMPI_REQUEST_COLL;
-  r->super.req_state = OMPI_REQUEST_ACTIVE;
-  r->super.req_free = request_free;
-  r->super.req_cancel = request_cancel;
-  r->request = request;
-  r->comm = comm;
-  OBJ_RETAIN(comm); /* MPI_Comm_free meanwhile must not take the ibcoll communicator away */
-  r->freed = false;
-  running[running_count++] = r;
-  *out = &r->super;
-  return MPI_SUCCESS;
-}
-
-void mca_coll_ibcoll_forget_requests(void) {
-  free(running);
-  running = NULL;
-  running_count = running_capacity = 0;
-}
-
-bool mca_coll_ibcoll_requests_pending(void) {
-  mca_coll_ibcoll_lock();
-  const bool pending = running_count > 0;
-  mca_coll_ibcoll_unlock();
-  return pending;
-}
-
-/* From Open MPI's progress loop: moves ibcoll along and completes the requests that ended. A
- * thread already inside ibcoll (a blocking call runs opal_progress in its waits) holds the
- * lock, and then this returns at once. */
-int mca_coll_ibcoll_progress(void) {
-  enum { kBatch = 64 }; /* completed per call; more wait for the next */
-  mca_coll_ibcoll_request_t* ended[kBatch];
-  ompi_communicator_t* ended_comms[kBatch];
-  size_t n = 0;
-  if (!mca_coll_ibcoll_trylock()) return 0;
-  for (size_t i = 0; i < running_count && n < kBatch;) {
-    mca_coll_ibcoll_request_t* r = running[i];
-    int done = 0;
-    const ibcoll_status_t s = ibcoll_test(r->request, &done);
-    if (!done) {
-      ++i;
-      continue;
-    }
-    r->super.req_status.MPI_ERROR = outcome(s, "a non-blocking collective", r->comm);
-    ibcoll_request_free(&r->request);
-    ended_comms[n] = r->comm;
-    running[i] = running[--running_count];
-    OBJ_RETAIN(r); /* alive until completed here, even if its owner frees it meanwhile */
-    ended[n++] = r;
-  }
-  mca_coll_ibcoll_unlock();
-  for (size_t i = 0; i < n; ++i) {
-    mca_coll_ibcoll_request_t* r = ended[i];
-    mca_coll_ibcoll_lock();
-    const bool freed = r->freed;
-    mca_coll_ibcoll_unlock();
-    if (freed) {
-      release(r);
+  mca_coll_ibcoll_settle(m);
+  const bool taken = m->mapping != IBCOLL_UNUSABLE;
+  if (taken) {
+    note(name, true, counter, m->comm, c->mpi_count);
+    if (c->bcast && !lay_out_bcast(c, ompi_comm_rank(m->comm))) {
+      *rc = MPI_ERR_NO_MEM;
     } else {
-      ompi_request_complete(&r->super, true);
+      *rc = mca_coll_ibcoll_request_start(m, c, request);
     }
-    OBJ_RELEASE(r);
-    OBJ_RELEASE(ended_comms[i]); /* may free the communicator, and with it the module */
   }
-  return (int)n;
+  mca_coll_ibcoll_unlock();
+  return taken;
 }
 
 int mca_coll_ibcoll_iallreduce(const void* sbuf, void* rbuf, int count,
@@ -301,37 +263,28 @@ int mca_coll_ibcoll_iallreduce(const void* sbuf, void* rbuf, int count,
                                struct ompi_communicator_t* comm, ompi_request_t** request,
                                mca_coll_base_module_t* module) {
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
-  allreduce_call_t call;
-  const bool taken = take_allreduce(sbuf, rbuf, count, dtype, op, &call);
-  ibcoll_comm_t ic =
-      enter(m, taken, &mca_coll_ibcoll_component.counters.iallreduce, "MPI_Iallreduce", count);
-  if (!ic) {
-    return m->previous_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
-                                  m->previous_iallreduce_module);
+  mca_coll_ibcoll_call_t c;
+  int rc = MPI_SUCCESS;
+  if (take_allreduce(sbuf, rbuf, count, dtype, op, &c) &&
+      start_taken(m, &c, "MPI_Iallreduce", &mca_coll_ibcoll_component.counters.iallreduce, request,
+                  &rc)) {
+    return rc;
   }
-  ibcoll_request_t started = NULL;
-  int rc =
-      outcome(ibcoll_iallreduce(call.send, call.recv, call.count, call.type, call.op, ic, &started),
-              "MPI_Iallreduce", comm);
-  if (rc == MPI_SUCCESS) rc = track_request(started, comm, request);
-  mca_coll_ibcoll_unlock();
-  return rc;
+  note("MPI_Iallreduce", false, NULL, comm, count);
+  return m->previous_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
+                                m->previous_iallreduce_module);
 }
 
 int mca_coll_ibcoll_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, int root,
                            struct ompi_communicator_t* comm, ompi_request_t** request,
                            mca_coll_base_module_t* module) {
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
-  size_t bytes = 0;
-  const bool taken = take_bcast(count, dtype, &bytes);
-  ibcoll_comm_t ic =
-      enter(m, taken, &mca_coll_ibcoll_component.counters.ibcast, "MPI_Ibcast", count);
-  if (!ic) {
-    return m->previous_ibcast(buf, count, dtype, root, comm, request, m->previous_ibcast_module);
+  mca_coll_ibcoll_call_t c;
+  int rc = MPI_SUCCESS;
+  if (take_bcast(buf, count, dtype, root, &c) &&
+      start_taken(m, &c, "MPI_Ibcast", &mca_coll_ibcoll_component.counters.ibcast, request, &rc)) {
+    return rc;
   }
-  ibcoll_request_t started = NULL;
-  int rc = outcome(ibcoll_ibcast(buf, bytes, IBCOLL_UINT8, root, ic, &started), "MPI_Ibcast", comm);
-  if (rc == MPI_SUCCESS) rc = track_request(started, comm, request);
-  mca_coll_ibcoll_unlock();
-  return rc;
+  note("MPI_Ibcast", false, NULL, comm, count);
+  return m->previous_ibcast(buf, count, dtype, root, comm, request, m->previous_ibcast_module);
 }

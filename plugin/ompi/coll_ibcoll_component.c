@@ -30,7 +30,7 @@ mca_coll_ibcoll_component_t mca_coll_ibcoll_component = {
             .collm_init_query = ibcoll_init_query,
             .collm_comm_query = mca_coll_ibcoll_comm_query,
         },
-    .priority = 10, /* below tuned (30): ibcoll serves only when asked to */
+    .priority = 0, /* no module until raised: ibcoll serves only when asked to */
     .verbose = 0,
     .enable = true,
     .allreduce_max_bytes = 0,
@@ -49,7 +49,9 @@ static void register_var(const char* name, const char* help, mca_base_var_type_t
 
 static int ibcoll_register(void) {
   mca_coll_ibcoll_component_t* c = &mca_coll_ibcoll_component;
-  register_var("priority", "Priority of coll/ibcoll (above 30 to take over from tuned)",
+  register_var("priority",
+               "Priority of coll/ibcoll: 0 or below offers no module; above 30 (tuned) it takes "
+               "MPI_Allreduce/MPI_Bcast, above 10 (libnbc) MPI_Iallreduce/MPI_Ibcast",
                MCA_BASE_VAR_TYPE_INT, &c->priority);
   register_var("verbose", "Verbosity: 1 prints what ibcoll ran at finalize, 10 every call",
                MCA_BASE_VAR_TYPE_INT, &c->verbose);

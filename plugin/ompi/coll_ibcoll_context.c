@@ -13,9 +13,9 @@
 #include "opal/util/output.h"
 
 static pthread_mutex_t ibcoll_lock = PTHREAD_MUTEX_INITIALIZER;
-static mca_coll_ibcoll_module_t** tracked; /* modules that may hold an ibcoll communicator */
-static size_t tracked_count, tracked_capacity;
+static mca_coll_ibcoll_module_t* tracked; /* modules that may hold an ibcoll communicator */
 static int finalize_keyval = MPI_KEYVAL_INVALID;
+static __thread bool inside_progress; /* this thread runs the progress callback */
 
 void mca_coll_ibcoll_lock(void) {
   pthread_mutex_lock(&ibcoll_lock);
@@ -26,22 +26,19 @@ bool mca_coll_ibcoll_trylock(void) {
 void mca_coll_ibcoll_unlock(void) {
   pthread_mutex_unlock(&ibcoll_lock);
 }
+void mca_coll_ibcoll_inside_progress(bool inside) {
+  inside_progress = inside;
+}
 
 void mca_coll_ibcoll_track(mca_coll_ibcoll_module_t* module) {
-  if (tracked_count == tracked_capacity) {
-    const size_t capacity = tracked_capacity ? 2 * tracked_capacity : 16;
-    mca_coll_ibcoll_module_t** grown = realloc(tracked, capacity * sizeof(*tracked));
-    if (!grown) return; /* then it cannot be untracked either: harmless */
-    tracked = grown;
-    tracked_capacity = capacity;
-  }
-  tracked[tracked_count++] = module;
+  module->next_tracked = tracked;
+  tracked = module;
 }
 
 void mca_coll_ibcoll_untrack(mca_coll_ibcoll_module_t* module) {
-  for (size_t i = 0; i < tracked_count; ++i) {
-    if (tracked[i] == module) {
-      tracked[i] = tracked[--tracked_count];
+  for (mca_coll_ibcoll_module_t** link = &tracked; *link; link = &(*link)->next_tracked) {
+    if (*link == module) {
+      *link = module->next_tracked;
       return;
     }
   }
@@ -59,12 +56,18 @@ static int world_allgather(const void* mine, void* all, size_t bytes, void* stat
 
 /* Inside ibcoll's waits Open MPI's own traffic keeps moving (a peer may need it to reach the
  * collective we wait in), but only every so many of ibcoll's polls: a round of opal_progress
- * (UCX's worker over verbs, say) costs far more than one of ibcoll's and would set its pace. */
+ * (UCX's worker over verbs, say) costs far more than one of ibcoll's and would set its pace.
+ * The lock is let go meanwhile: opal_progress may start collectives (a context id allocation
+ * does), and other threads take their turn in ibcoll. Within the progress callback it is not
+ * run at all: opal_progress is running already, further down the stack. */
 static int run_opal_progress(void* state) {
   enum { kPollsPerOpalProgress = 64 };
   static unsigned polls; /* under the component's lock */
   (void)state;
-  if (++polls % kPollsPerOpalProgress == 0) opal_progress();
+  if (inside_progress || ++polls % kPollsPerOpalProgress != 0) return 0;
+  mca_coll_ibcoll_unlock();
+  opal_progress();
+  mca_coll_ibcoll_lock();
   return 0; /* events it handled are not counted: ibcoll's own polls decide when to yield */
 }
 
@@ -99,20 +102,19 @@ static int stop_at_finalize(MPI_Comm comm, int keyval, void* attribute, void* ex
   while (mca_coll_ibcoll_requests_pending()) /* freed by their owner while running */
     opal_progress();
   mca_coll_ibcoll_lock();
-  for (size_t i = 0; i < tracked_count; ++i)
-    mca_coll_ibcoll_forget_comm(tracked[i]);
+  for (mca_coll_ibcoll_module_t* m = tracked; m; m = m->next_tracked)
+    mca_coll_ibcoll_forget_comm(m);
+  tracked = NULL;
   opal_progress_unregister(mca_coll_ibcoll_progress);
   report_counters();
-  if (ibcoll_finalize(c->context) != IBCOLL_SUCCESS) {
+  ibcoll_context_t context = c->context;
+  c->context = NULL;
+  mca_coll_ibcoll_unlock();
+  /* Its last barrier goes through Open MPI's allgather: not under the lock. */
+  if (ibcoll_finalize(context) != IBCOLL_SUCCESS) {
     opal_output(0, "coll:ibcoll: finalize: %s", ibcoll_last_error());
   }
-  c->context = NULL;
-  mca_coll_ibcoll_forget_requests();
   ompi_attr_free_keyval(COMM_ATTR, &finalize_keyval, false);
-  free(tracked);
-  tracked = NULL;
-  tracked_count = tracked_capacity = 0;
-  mca_coll_ibcoll_unlock();
   return OMPI_SUCCESS;
 }
 

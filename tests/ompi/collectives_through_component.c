@@ -1,27 +1,19 @@
 /* An ordinary MPI program, run under mpirun with coll/ibcoll at priority 100 (run_component_test
  * says how). MPI_Allreduce, MPI_Bcast, MPI_Iallreduce and MPI_Ibcast on MPI_COMM_WORLD, a split
  * and a dup, in place and not, for every MPI type that maps to an ibcoll type and every op, are
- * checked against references computed here. Calls ibcoll must leave to Open MPI (MINLOC, a
- * non-contiguous bcast) use counts no other call uses, so that the component's verbose log
- * (one line per call) shows which way each went; the runner checks those lines. Exits non-zero
- * on the first wrong result. */
+ * checked against references computed here. MINLOC, which ibcoll leaves to Open MPI, and a
+ * bcast of a strided datatype, which ibcoll packs, use counts no other call uses, so that the
+ * component's verbose log (one line per call) shows which way each went; the runner checks
+ * those lines. The first argument is the thread level asked for: single (MPI_Init) or
+ * multiple (MPI_Init_thread, MPI_THREAD_MULTIPLE, as mpi4py does). Exits non-zero on the first
+ * wrong result. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond, ...)                                      \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      fprintf(stderr, "rank %d: check failed: ", world_rank); \
-      fprintf(stderr, __VA_ARGS__);                           \
-      fprintf(stderr, "\n");                                  \
-      MPI_Abort(MPI_COMM_WORLD, 1);                           \
-    }                                                         \
-  } while (0)
-
-static int world_rank;
+#include "check.h"
 
 enum kind { SIGNED, UNSIGNED, REAL };
 typedef struct {
@@ -172,8 +164,8 @@ static void nonblocking(MPI_Comm comm, const char* comm_name) {
   }
 }
 
-/* What ibcoll does not take: MINLOC (count 4242) and a strided bcast (count 77). */
-static void fallbacks(MPI_Comm comm, const char* comm_name) {
+/* MINLOC (count 4242), which ibcoll does not take, and a strided bcast (count 77). */
+static void minloc_and_strided(MPI_Comm comm, const char* comm_name) {
   int rank, size;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -209,12 +201,21 @@ static void everything(MPI_Comm comm, const char* name) {
   allreduce_everything(comm, name);
   bcast_every_root(comm, name);
   nonblocking(comm, name);
-  fallbacks(comm, name);
+  minloc_and_strided(comm, name);
 }
 
 int main(int argc, char** argv) {
-  int provided;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  if (argc != 2 || (strcmp(argv[1], "single") && strcmp(argv[1], "multiple"))) {
+    fprintf(stderr, "usage: %s single|multiple\n", argv[0]);
+    return 2;
+  }
+  if (!strcmp(argv[1], "single")) {
+    MPI_Init(&argc, &argv);
+  } else {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE not provided");
+  }
   int size;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -227,7 +228,7 @@ int main(int argc, char** argv) {
   MPI_Comm_free(&halves);
   MPI_Comm_free(&dup);
   if (world_rank == 0)
-    printf("collectives_through_component: all results right on %d ranks\n", size);
+    printf("collectives_through_component (%s): all results right on %d ranks\n", argv[1], size);
   MPI_Finalize();
   return 0;
 }

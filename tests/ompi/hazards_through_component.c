@@ -1,0 +1,187 @@
+/* MPI programs that once hung or failed through coll/ibcoll at priority 100 where Open MPI's own
+ * collectives pass, one scenario per run (the first argument names it; run_component_test runs
+ * it). Each prints "SCENARIO: all results right on N ranks" from rank 0 when it passed.
+ *
+ *  dup-of-dup        THREAD_MULTIPLE: an allreduce on the world, then a dup of it and a dup of
+ *                    the dup, whose context id allocation is the first collective on the first
+ *                    dup (it deadlocked while that communicator was being mapped).
+ *  two-threads       THREAD_MULTIPLE: two threads per rank, each running allreduces and bcasts
+ *                    on its own communicator at once.
+ *  first-nonblocking A non-blocking call is the first use of a communicator, and ranks meet in
+ *                    a barrier on another one before waiting for it (valid MPI: a non-blocking
+ *                    collective must not wait for the other ranks).
+ *  bcast-layouts     Ranks pass datatypes with the same type signature and different layouts
+ *                    (MPI_INT x 2 at the root, a strided vector elsewhere, and the other way
+ *                    round), blocking and not: the data arrives either way. */
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static int world_size;
+
+/* An allreduce of `count` ints (rank + i) on `comm`, checked. */
+static void checked_allreduce(MPI_Comm comm, int count) {
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int* values = malloc((size_t)count * sizeof(int));
+  for (int i = 0; i < count; ++i)
+    values[i] = rank + i;
+  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_INT, MPI_SUM, comm);
+  for (int i = 0; i < count; ++i)
+    CHECK(values[i] == size * (size - 1) / 2 + size * i, "allreduce of %d at %d: %d", count, i,
+          values[i]);
+  free(values);
+}
+
+static void dup_of_dup(void) {
+  checked_allreduce(MPI_COMM_WORLD, 1);
+  MPI_Comm dup, dup_of_dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MPI_Comm_dup(dup, &dup_of_dup);
+  checked_allreduce(dup, 3);
+  checked_allreduce(dup_of_dup, 5);
+  MPI_Comm_free(&dup_of_dup);
+  MPI_Comm_free(&dup);
+}
+
+typedef struct {
+  MPI_Comm comm;
+  int thread;
+} thread_work;
+
+static void* run_thread(void* argument) {
+  const thread_work* work = argument;
+  int rank;
+  MPI_Comm_rank(work->comm, &rank);
+  for (int round = 0; round < 200; ++round) {
+    checked_allreduce(work->comm, 1 + (round % 7) * 301 + work->thread);
+    long value = rank == round % world_size ? round * 10 + work->thread : -1;
+    MPI_Bcast(&value, 1, MPI_LONG, round % world_size, work->comm);
+    CHECK(value == round * 10 + work->thread, "bcast in thread %d round %d: %ld", work->thread,
+          round, value);
+  }
+  return NULL;
+}
+
+static void two_threads(void) {
+  thread_work work[2];
+  pthread_t threads[2];
+  for (int t = 0; t < 2; ++t) {
+    work[t].thread = t;
+    MPI_Comm_dup(MPI_COMM_WORLD, &work[t].comm);
+  }
+  for (int t = 0; t < 2; ++t)
+    CHECK(pthread_create(&threads[t], NULL, run_thread, &work[t]) == 0, "pthread_create");
+  for (int t = 0; t < 2; ++t)
+    pthread_join(threads[t], NULL);
+  for (int t = 0; t < 2; ++t)
+    MPI_Comm_free(&work[t].comm);
+}
+
+static void first_nonblocking(void) {
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  double value = world_rank + 1.0;
+  MPI_Request request;
+  if (world_rank == 0) {
+    MPI_Iallreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_SUM, dup, &request);
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Iallreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_SUM, dup, &request);
+  }
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  CHECK(value == world_size * (world_size + 1) / 2.0, "iallreduce: %g", value);
+  /* Later calls on it, in the other order, still go through. */
+  MPI_Iallreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, dup, &request);
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  CHECK(value == world_size * (world_size + 1) / 2.0, "second iallreduce: %g", value);
+  MPI_Comm_free(&dup);
+}
+
+/* `pairs` pairs of ints: the root sends pairs as 2*pairs MPI_INT or as `pairs` strided vectors
+ * (each pair spread over 3 ints, the middle one untouched), and so does every other rank, in the
+ * layout `strided_at_root` does not give the root. */
+static void bcast_in_layouts(int pairs, int strided_at_root, int blocking) {
+  MPI_Datatype strided;
+  MPI_Type_vector(2, 1, 2, MPI_INT, &strided); /* ints 0 and 2 of every 3 */
+  MPI_Type_commit(&strided);
+  const int root = world_size - 1;
+  const int strided_here = (world_rank == root) == strided_at_root;
+  const int ints = 3 * pairs;
+  int* data = malloc((size_t)ints * sizeof(int));
+  for (int i = 0; i < ints; ++i)
+    data[i] = world_rank == root ? i : -1;
+  /* The values pair k carries: ints 3k and 3k+2 when strided, else 2k and 2k+1. */
+  MPI_Request request;
+  if (blocking) {
+    if (strided_here)
+      MPI_Bcast(data, pairs, strided, root, MPI_COMM_WORLD);
+    else
+      MPI_Bcast(data, 2 * pairs, MPI_INT, root, MPI_COMM_WORLD);
+  } else {
+    if (strided_here)
+      MPI_Ibcast(data, pairs, strided, root, MPI_COMM_WORLD, &request);
+    else
+      MPI_Ibcast(data, 2 * pairs, MPI_INT, root, MPI_COMM_WORLD, &request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+  if (world_rank != root) {
+    for (int k = 0; k < pairs; ++k) {
+      /* What the root sent as its k-th pair. */
+      const int first = strided_at_root ? 3 * k : 2 * k;
+      const int second = strided_at_root ? 3 * k + 2 : 2 * k + 1;
+      const int at_first = strided_here ? 3 * k : 2 * k;
+      const int at_second = strided_here ? 3 * k + 2 : 2 * k + 1;
+      CHECK(data[at_first] == first && data[at_second] == second,
+            "bcast of %d pairs (strided at root %d, blocking %d): pair %d is %d %d", pairs,
+            strided_at_root, blocking, k, data[at_first], data[at_second]);
+      if (strided_here) CHECK(data[3 * k + 1] == -1, "bcast wrote between the strided ints");
+    }
+  }
+  free(data);
+  MPI_Type_free(&strided);
+}
+
+static void bcast_layouts(void) {
+  const int sizes[] = {1, 1000, 70000};
+  for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); ++s) {
+    for (int strided_at_root = 0; strided_at_root < 2; ++strided_at_root) {
+      for (int blocking = 0; blocking < 2; ++blocking)
+        bcast_in_layouts(sizes[s], strided_at_root, blocking);
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s dup-of-dup|two-threads|first-nonblocking|bcast-layouts\n", argv[0]);
+    return 2;
+  }
+  const char* scenario = argv[1];
+  const int threaded = !strcmp(scenario, "dup-of-dup") || !strcmp(scenario, "two-threads");
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(&argc, &argv, threaded ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  CHECK(!threaded || provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE not provided");
+  if (!strcmp(scenario, "dup-of-dup")) {
+    dup_of_dup();
+  } else if (!strcmp(scenario, "two-threads")) {
+    two_threads();
+  } else if (!strcmp(scenario, "first-nonblocking")) {
+    first_nonblocking();
+  } else if (!strcmp(scenario, "bcast-layouts")) {
+    bcast_layouts();
+  } else {
+    CHECK(0, "unknown scenario %s", scenario);
+  }
+  if (world_rank == 0) printf("%s: all results right on %d ranks\n", scenario, world_size);
+  MPI_Finalize();
+  return 0;
+}
