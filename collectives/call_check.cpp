@@ -51,6 +51,7 @@ class SlotCheck final : public CallCheck {
   }
   Status verdict() const override { return verdict_; }
   Status earlier_verdict() const override { return exchange_.earlier_verdict(); }
+  void abandon(const Status& why) override { exchange_.abandon(why); }
 
  private:
   SlotExchange exchange_;

@@ -55,6 +55,8 @@ class CallCheck {
   // Once advance() has ended: ok when every rank made the same call; mismatch naming the
   // fields that differ; or the transport's failure.
   virtual Status verdict() const = 0;
+  // The call ended badly: see CollectiveTask::abandon.
+  virtual void abandon(const Status& why) { (void)why; }
   // A verdict on an earlier call of this rank's, which this call reports once it has run (a
   // bcast's root runs ahead: slot_exchange.h); ok if none.
   virtual Status earlier_verdict() const { return {}; }

@@ -57,6 +57,7 @@ void Communicator::check_arguments(Collective collective, const CollectiveArgs& 
 PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& args,
                                    uint64_t extra) {
   check_arguments(collective, args);
+  if (slots_ && !slots_->failure.ok()) throw Error(slots_->failure);
   CollectiveArgs call = args;
   call.agreed = extra;
   const size_t bytes = call.count * type_size(call.type);

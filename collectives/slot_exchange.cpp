@@ -36,11 +36,11 @@ Region::Buffer& SlotExchange::buffer_of(int member, uint64_t sequence) const {
 }
 
 bool SlotExchange::gone(int member) {
-  if (++idle_ % SlotGroup::kPollsPerLivenessCheck != 0) return false;
-  Status departure = slots_.departure(member);
-  if (departure.ok()) return false;
-  verdict_ = std::move(departure);
+  Status trouble = slots_.trouble(member, ++idle_);
+  if (trouble.ok()) return false;
+  verdict_ = std::move(trouble);
   done_ = true;
+  slots_.abandon(rank_, sequence_, verdict_);
   return true;
 }
 
@@ -70,6 +70,11 @@ bool SlotExchange::verified_earlier_call() {
 
 bool SlotExchange::advance(const void* data, size_t bytes) {
   if (done_) return true;
+  if (!slots_.failure.ok()) {  // an earlier call gave up: this one's turn never comes
+    verdict_ = slots_.failure;
+    done_ = true;
+    return true;
+  }
   if (!published_) {
     // Calls in flight at once take their turns in order: publishing a call says that every
     // earlier call's buffers have been read.
@@ -138,6 +143,11 @@ const std::byte* SlotExchange::data_of(int member) const {
 
 void SlotExchange::release() {
   slots_.released = sequence_;
+  released_ = true;
+}
+
+void SlotExchange::abandon(const Status& why) {
+  if (!released_) slots_.abandon(rank_, sequence_, why);
 }
 
 }  // namespace ibcoll::collectives

@@ -35,6 +35,9 @@ class SlotExchange {
   const std::byte* data_of(int member) const;
   // This rank has finished reading the call's buffers.
   void release();
+  // The call ends without release() (a deadline passed, the operation failed): the
+  // communicator's turns are lost; its members learn it (SlotGroup::abandon).
+  void abandon(const Status& why);
 
  private:
   using Region = transport::shm::SlotRegion;
@@ -49,7 +52,8 @@ class SlotExchange {
                             int only = kEveryMember) const;
   // This rank's call before, if unverified, compared once every member has published it.
   bool verified_earlier_call();
-  // A fruitless look at `member`: now and then, make sure it is still alive. True once dead.
+  // A fruitless look at `member`: now and then, whether it gave up or died (then this call
+  // gives up too, and the verdict says why). True once so.
   bool gone(int member);
 
   SlotGroup& slots_;
@@ -59,6 +63,7 @@ class SlotExchange {
   int source_;
   bool published_ = false;
   bool done_ = false;
+  bool released_ = false;
   int next_member_ = 0;  // the next member whose contribution has not been seen
   uint32_t idle_ = 0;
   Status verdict_;

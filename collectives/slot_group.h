@@ -29,16 +29,20 @@ struct SlotGroup {
   // Chunks that calls through the staging halves have moved so far (SlotRegion::Staging).
   uint64_t staged_chunks = 0;
 
-  // A wait on a member checks now and then (a check reads /proc) that its process still
-  // lives: peer_failed naming it once it has exited, else ok.
-  static constexpr uint32_t kPollsPerLivenessCheck = 4096;  // fruitless looks between checks
-  Status departure(int member) const {
-    const int local = local_ranks[static_cast<size_t>(member)];
-    if (region->alive(local)) return {};
-    return Status(Code::peer_failed, "rank " + std::to_string(member) +
-                                         " of the communicator (pid " +
-                                         std::to_string(region->pid(local)) + ") has exited");
-  }
+  // Not ok once a call on the communicator was given up midway, here or by a member: its
+  // turns are lost, so every later call fails at once with this.
+  Status failure;
+
+  // A fruitless wait on a member looks now and then whether it gave up (a load of its
+  // abandoned line) and, more rarely (a check reads /proc), whether its process still lives.
+  static constexpr uint32_t kPollsPerAbandonCheck = 16;
+  static constexpr uint32_t kPollsPerLivenessCheck = 4096;
+  // After `idle` fruitless looks at `member`: why waiting on it is over, or ok.
+  Status trouble(int member, uint32_t idle) const;
+  // This rank (member `me`) gives up call `sequence` midway for `why`: marks the communicator
+  // failed here and tells the members (the first time only).
+  void abandon(int me, uint64_t sequence, const Status& why);
+
   std::array<uint64_t, transport::shm::SlotRegion::kSignatureWords> unverified_signature{};
 };
 

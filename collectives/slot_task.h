@@ -20,6 +20,7 @@ class SlotTask : public CollectiveTask {
         exchange_(group_, signature_of(collective, args_), source) {}
 
   void start() override {}
+  void abandon(const Status& why) override { exchange_.abandon(why); }
 
   State advance() override {
     const auto [data, bytes] = contribution();
@@ -45,6 +46,7 @@ class SlotTask : public CollectiveTask {
         return state != State::running;
       });
     } catch (const Error& e) {
+      exchange_.abandon(e.status());
       return e.status();
     }
     return status();

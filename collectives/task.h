@@ -55,6 +55,10 @@ class CollectiveTask {
   virtual void start() = 0;
   // Moves as far as the completed messages allow. Call after progress(); cheap when idle.
   virtual State advance() = 0;
+  // The call ended badly (a deadline passed, a member failed): a task holding a shared turn
+  // (the slot region's) gives it up, so the members learn it. Messages are withdrawn by the
+  // operation.
+  virtual void abandon(const Status& why) { (void)why; }
   const Status& status() const { return messages_ ? messages_->status : kNoFailure; }
 
  protected:

@@ -310,7 +310,10 @@ std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>
   if (!shm_ || !job_.config().shm_slots || id >= transport::shm::SlotRegion::kRegions) {
     return std::nullopt;
   }
-  collectives::SlotGroup group{&shm_->slots(), id, {}, 1, 0, std::vector<uint64_t>(members.size())};
+  collectives::SlotGroup group;
+  group.region = &shm_->slots();
+  group.index = id;
+  group.seen_ready.resize(members.size());
   for (int member : members) {
     if (member != job_.rank() && channel_->channel_of(member) != shm_.get()) return std::nullopt;
     const auto local = std::find(node_ranks_.begin(), node_ranks_.end(), member);

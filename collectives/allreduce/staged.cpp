@@ -71,10 +71,8 @@ class StagedAllreduce final : public CollectiveTask {
   bool all_reached(uint64_t Region::Staging::*field, uint64_t value) {
     for (; next_member_ < group_.size(); ++next_member_) {
       if (Region::load(staging_of(next_member_).*field) >= value) continue;
-      if (++idle_ % SlotGroup::kPollsPerLivenessCheck == 0) {
-        if (Status departure = group_.slots->departure(next_member_); !departure.ok()) {
-          fail(std::move(departure));
-        }
+      if (Status trouble = group_.slots->trouble(next_member_, ++idle_); !trouble.ok()) {
+        fail(std::move(trouble));
       }
       return false;
     }
@@ -133,8 +131,16 @@ class StagedAllreduce final : public CollectiveTask {
     return true;
   }
 
+  void abandon(const Status& why) override { exchange_.abandon(why); }
+
+  // The turn is given back when the call ran, or when the check found a mismatch (every member
+  // sees it and stops there); a call that stops among its chunks gives the turn up.
   State finish(const Status& status) {
-    exchange_.release();
+    if (status.ok() || !checked_) {
+      exchange_.release();
+    } else {
+      exchange_.abandon(status);
+    }
     if (status.ok()) return State::done;
     fail(status);
     return State::failed;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -232,6 +233,103 @@ TEST(Errors, ARankThatDiesInsideALargeCallFailsTheOthers) {
       options);
   EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
   EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+}
+
+// Fails the rank unless `call` fails with `want` and a message holding `needle` in well under
+// the `timeout` the ranks run with (the communicator is marked failed: nobody waits it out).
+void expect_prompt_failure(const std::function<ibcoll_status_t()>& call, ibcoll_status_t want,
+                           const std::string& needle, std::chrono::milliseconds timeout,
+                           const std::string& what) {
+  const auto start = std::chrono::steady_clock::now();
+  const ibcoll_status_t s = call();
+  const auto took = std::chrono::steady_clock::now() - start;
+  expect_error(s, want, needle, what);
+  RANK_CHECK(
+      took < timeout / 2,
+      what + ": took " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()) +
+          " ms, as if it waited for a turn that never comes");
+}
+
+// A small node-local call (slots) that two ranks give up on (their deadline passes while rank 2
+// sleeps) loses the communicator's turns. Rank 2's late call still runs (the others had
+// published their parts), but every later call on the communicator fails at once everywhere,
+// saying why, where it used to wait out the deadline for a turn that never came.
+TEST(Errors, AGivenUpSlotCallFailsTheCommunicatorEverywhere) {
+  constexpr auto kTimeout = std::chrono::milliseconds(2000);
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "2s";
+  expect_all_ok(run_ranks(
+      3,
+      [&](int me, int) {
+        CapiRank r;
+        double x = 1.0;
+        auto allreduce = [&] {
+          return ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_FLOAT64, IBCOLL_SUM, r.world());
+        };
+        RANK_CHECK(std::string(ibcoll_algorithm(r.world(), IBCOLL_ALLREDUCE, 1, IBCOLL_FLOAT64)) ==
+                       "slots",
+                   "a small node-local allreduce runs in the slots");
+        if (me == 2) {
+          std::this_thread::sleep_for(kTimeout + std::chrono::milliseconds(1500));
+          RANK_CHECK(allreduce() == IBCOLL_SUCCESS && x == 3.0, ibcoll_last_error());
+          expect_prompt_failure(allreduce, IBCOLL_ERR_TIMEOUT, "gave up", kTimeout,
+                                "the late rank's next call");
+        } else {
+          expect_error(allreduce(), IBCOLL_ERR_TIMEOUT, "collective", "left waiting");
+          expect_prompt_failure(allreduce, IBCOLL_ERR_TIMEOUT, "failed in an earlier call",
+                                kTimeout, "a call after giving up");
+        }
+        std::vector<int32_t> data(16, 1);
+        expect_prompt_failure(
+            [&] { return ibcoll_bcast(data.data(), 16, IBCOLL_INT32, 0, r.world()); },
+            IBCOLL_ERR_TIMEOUT, "failed in an earlier call", kTimeout, "a bcast after");
+        return 0;
+      },
+      options));
+}
+
+// The same inside a large node-local allreduce (staged, in chunks): rank 2 starts it, polls a
+// little and then stops polling past the others' deadline. They give up among the chunks; when
+// rank 2 polls again its call fails at once, and later calls fail at once everywhere.
+TEST(Errors, AStagedCallGivenUpAmongItsChunksFailsTheCommunicatorEverywhere) {
+  constexpr auto kTimeout = std::chrono::milliseconds(2000);
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "2s";
+  expect_all_ok(run_ranks(
+      3,
+      [&](int me, int) {
+        CapiRank r;
+        std::vector<double> x(1 << 20, 1.0);
+        const size_t count = x.size();
+        RANK_CHECK(std::string(ibcoll_algorithm(r.world(), IBCOLL_ALLREDUCE, count,
+                                                IBCOLL_FLOAT64)) == "staged",
+                   "a large node-local allreduce goes through the staging halves");
+        auto allreduce = [&] {
+          return ibcoll_allreduce(IBCOLL_IN_PLACE, x.data(), count, IBCOLL_FLOAT64, IBCOLL_SUM,
+                                  r.world());
+        };
+        if (me == 2) {
+          ibcoll_request_t request = nullptr;
+          RANK_CHECK(ibcoll_iallreduce(IBCOLL_IN_PLACE, x.data(), count, IBCOLL_FLOAT64, IBCOLL_SUM,
+                                       r.world(), &request) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          int done = 0;
+          for (int i = 0; i < 200 && !done; ++i)
+            RANK_CHECK(ibcoll_test(request, &done) == IBCOLL_SUCCESS, ibcoll_last_error());
+          RANK_CHECK(!done, "the call ended before the others gave up");
+          std::this_thread::sleep_for(kTimeout + std::chrono::milliseconds(1500));
+          expect_prompt_failure([&] { return ibcoll_wait(request); }, IBCOLL_ERR_TIMEOUT, "gave up",
+                                kTimeout, "the stalled rank's call");
+          RANK_CHECK(ibcoll_request_free(&request) == IBCOLL_SUCCESS, ibcoll_last_error());
+        } else {
+          expect_error(allreduce(), IBCOLL_ERR_TIMEOUT, "collective", "left waiting among chunks");
+        }
+        expect_prompt_failure(allreduce, IBCOLL_ERR_TIMEOUT, "failed in an earlier call", kTimeout,
+                              "a call after");
+        return 0;
+      },
+      options));
 }
 
 // One rank refuses its arguments; the others, waiting for it, end with a timeout error.

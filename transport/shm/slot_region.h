@@ -41,7 +41,16 @@ class SlotRegion {
     uint64_t finished;
     alignas(64) std::byte halves[2][kStagingHalfBytes];
   };
+  // Set once, when this rank gives up on a call midway (a deadline passed, a member died, its
+  // staged chunks stopped): the call's sequence number and why (a Code). Members waiting on
+  // this rank read it and fail at once instead of waiting out their own deadline; from then
+  // on the communicator's turns are lost, and every call on it fails.
+  struct Abandoned {
+    alignas(64) uint64_t call;  // 0: not abandoned
+    uint64_t code;
+  };
   struct alignas(64) Slot {
+    Abandoned abandoned;
     alignas(64) Buffer buffers[kBuffers];
     Staging staging;
   };
