@@ -195,6 +195,23 @@ TEST(Errors, ARankThatDiesFailsTheOthersCalls) {
   }
 }
 
+// A large node-local allreduce (staged: in chunks through the staging halves) of `x`, started
+// and test-polled a little, so that this rank has begun its chunks; then left running.
+ibcoll_request_t start_staged_allreduce(CapiRank& r, std::vector<double>& x) {
+  RANK_CHECK(std::string(ibcoll_algorithm(r.world(), IBCOLL_ALLREDUCE, x.size(), IBCOLL_FLOAT64)) ==
+                 "staged",
+             "a large node-local allreduce goes through the staging halves");
+  ibcoll_request_t request = nullptr;
+  RANK_CHECK(ibcoll_iallreduce(IBCOLL_IN_PLACE, x.data(), x.size(), IBCOLL_FLOAT64, IBCOLL_SUM,
+                               r.world(), &request) == IBCOLL_SUCCESS,
+             ibcoll_last_error());
+  int done = 0;
+  for (int i = 0; i < 200 && !done; ++i)
+    RANK_CHECK(ibcoll_test(request, &done) == IBCOLL_SUCCESS, ibcoll_last_error());
+  RANK_CHECK(!done, "the call ended before the others were left waiting");
+  return request;
+}
+
 // A rank dies while a large node-local allreduce (staged, in chunks through shared memory) is
 // under way: it has started its part and stops polling, then is killed. The others, waiting
 // on its chunks, fail with IBCOLL_ERR_PEER_FAILED naming it instead of waiting for the timeout.
@@ -207,17 +224,8 @@ TEST(Errors, ARankThatDiesInsideALargeCallFailsTheOthers) {
         CapiRank r;
         std::vector<double> x(1 << 20, 1.0);
         const size_t count = x.size();
-        RANK_CHECK(std::string(ibcoll_algorithm(r.world(), IBCOLL_ALLREDUCE, count,
-                                                IBCOLL_FLOAT64)) == "staged",
-                   "a large node-local allreduce goes through the staging halves");
         if (me == 2) {
-          ibcoll_request_t request = nullptr;
-          RANK_CHECK(ibcoll_iallreduce(IBCOLL_IN_PLACE, x.data(), count, IBCOLL_FLOAT64, IBCOLL_SUM,
-                                       r.world(), &request) == IBCOLL_SUCCESS,
-                     ibcoll_last_error());
-          int done = 0;
-          for (int i = 0; i < 200 && !done; ++i)
-            RANK_CHECK(ibcoll_test(request, &done) == IBCOLL_SUCCESS, ibcoll_last_error());
+          start_staged_allreduce(r, x);
           raise(SIGKILL);
         }
         const auto start = std::chrono::steady_clock::now();
@@ -301,23 +309,12 @@ TEST(Errors, AStagedCallGivenUpAmongItsChunksFailsTheCommunicatorEverywhere) {
       [&](int me, int) {
         CapiRank r;
         std::vector<double> x(1 << 20, 1.0);
-        const size_t count = x.size();
-        RANK_CHECK(std::string(ibcoll_algorithm(r.world(), IBCOLL_ALLREDUCE, count,
-                                                IBCOLL_FLOAT64)) == "staged",
-                   "a large node-local allreduce goes through the staging halves");
         auto allreduce = [&] {
-          return ibcoll_allreduce(IBCOLL_IN_PLACE, x.data(), count, IBCOLL_FLOAT64, IBCOLL_SUM,
+          return ibcoll_allreduce(IBCOLL_IN_PLACE, x.data(), x.size(), IBCOLL_FLOAT64, IBCOLL_SUM,
                                   r.world());
         };
         if (me == 2) {
-          ibcoll_request_t request = nullptr;
-          RANK_CHECK(ibcoll_iallreduce(IBCOLL_IN_PLACE, x.data(), count, IBCOLL_FLOAT64, IBCOLL_SUM,
-                                       r.world(), &request) == IBCOLL_SUCCESS,
-                     ibcoll_last_error());
-          int done = 0;
-          for (int i = 0; i < 200 && !done; ++i)
-            RANK_CHECK(ibcoll_test(request, &done) == IBCOLL_SUCCESS, ibcoll_last_error());
-          RANK_CHECK(!done, "the call ended before the others gave up");
+          ibcoll_request_t request = start_staged_allreduce(r, x);
           std::this_thread::sleep_for(kTimeout + std::chrono::milliseconds(1500));
           expect_prompt_failure([&] { return ibcoll_wait(request); }, IBCOLL_ERR_TIMEOUT, "gave up",
                                 kTimeout, "the stalled rank's call");
