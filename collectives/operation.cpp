@@ -61,7 +61,7 @@ Operation::State Operation::finish(Status status) {
   status_ = std::move(status);
   state_ = status_.ok() ? State::done : State::failed;
   if (!status_.ok()) {
-    channel_.cancel_receives(base_tag_, base_tag_ + kStepsPerCall - 1);
+    channel_.cancel(base_tag_, base_tag_ + kStepsPerCall - 1);
     if (check_) check_->abandon(status_);
     task_->abandon(status_);
   }

@@ -28,10 +28,13 @@ class Channel : public Poller {
   virtual void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) = 0;
   // Receives a message of at most `capacity` bytes; a longer one completes with truncated.
   virtual void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) = 0;
-  // Forgets the receives posted with a tag in [first, last] that no message has matched yet;
-  // their completions never run. For an operation given up on (say its ranks disagreed), so
-  // that no later message lands in a buffer its caller has taken back.
-  virtual void cancel_receives(uint64_t first, uint64_t last) = 0;
+  // Withdraws every send and receive posted with a tag in [first, last] that has not
+  // completed: their completions never run, and once this returns the channel reads and writes
+  // none of their buffers again. What a peer or device may still be doing with one is stopped,
+  // waited for, or made to fail. A peer whose message was withdrawn midway, or whose message
+  // this rank will now never read, has that receive fail. For an operation given up on (a
+  // deadline passed, a member failed), so that its caller may take its buffers back.
+  virtual void cancel(uint64_t first, uint64_t last) = 0;
   // Why `peer` has failed (dead, connection broken), or null while it is fine. Lets an
   // operation that waits on someone else notice that a member it depends on is gone.
   virtual const Status* peer_failure(int peer) const = 0;

@@ -31,9 +31,9 @@ void RoutedChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, 
   route.channel->recv(route.peer, tag, buffer, capacity, std::move(done));
 }
 
-void RoutedChannel::cancel_receives(uint64_t first, uint64_t last) {
+void RoutedChannel::cancel(uint64_t first, uint64_t last) {
   for (Channel* c : channels_)
-    c->cancel_receives(first, last);
+    c->cancel(first, last);
 }
 
 int RoutedChannel::poll() {

@@ -26,7 +26,7 @@ class RoutedChannel final : public Channel {
   size_t max_message_size() const override { return max_message_size_; }
   void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
-  void cancel_receives(uint64_t first, uint64_t last) override;
+  void cancel(uint64_t first, uint64_t last) override;
   const Status* peer_failure(int peer) const override {
     const Route& route = routes_[static_cast<size_t>(peer)];
     return route.channel ? route.channel->peer_failure(route.peer) : nullptr;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/support/collectives.h"
+#include "tests/support/late_data.h"
 
 namespace ibcoll::testing {
 namespace {
@@ -327,6 +328,15 @@ TEST(Errors, AStagedCallGivenUpAmongItsChunksFailsTheCommunicatorEverywhere) {
         return 0;
       },
       options));
+}
+
+// Nothing of a call that timed out lands in its buffer afterwards, though the root it waited on
+// sends the rest later (tests/support/late_data.h), through the rings.
+TEST(Errors, NothingLandsInABufferAfterItsCallTimedOut) {
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "1s";
+  expect_all_ok(run_ranks(
+      2, [](int me, int) { return late_data_after_a_timeout(me); }, options));
 }
 
 // One rank refuses its arguments; the others, waiting for it, end with a timeout error.

@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -175,6 +176,165 @@ TEST(ShmChannel, KilledPeerFailsItsOperationsOnly) {
     EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
     EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
   }
+}
+
+// Polls the channel for `duration`, whatever arrives.
+void poll_for(runtime::ShmEndpoint& r, std::chrono::milliseconds duration) {
+  const auto end = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < end)
+    r.channel().poll();
+}
+
+constexpr size_t kLong = 4 << 20;  // many ring slots: a message copied through is long under way
+constexpr auto kFill = std::byte{0xEE};
+
+// Sends kLong bytes of ones to rank 1 (tag 1) and polls once: the ring fills, or a rendezvous
+// is announced; the rest waits for the receiver.
+void begin_long_send(runtime::ShmEndpoint& r, std::vector<std::byte>& message, Transfer& sent) {
+  message.assign(kLong, std::byte{1});
+  r.channel().send(1, 1, message.data(), kLong, record(sent));
+  r.channel().poll();
+}
+
+// The receive ended because its sender withdrew the message.
+void expect_withdrawn(const Transfer& t) {
+  RANK_CHECK(t.status.code() == Code::peer_failed &&
+                 t.status.message().find("withdrew") != std::string::npos,
+             t.status.to_string());
+}
+
+// A receive cancelled while its message is midway through the ring (the sender filled the
+// ring and waits at a barrier, not polling): what arrives after the cancel lands nowhere (the
+// buffer stays as it was then) and its completion never runs, while the sender's send completes
+// and a later message from it arrives intact.
+TEST(ShmChannel, AReceiveCancelledMidwayTakesNothingMore) {
+  expect_all_ok(run_ranks(2, [](int me, int) {
+    runtime::ShmEndpoint r;
+    std::vector<std::byte> message(kLong);
+    for (size_t i = 0; i < kLong; ++i)
+      message[i] = pattern_byte(0, 1, 1, i);
+    if (me == 0) {
+      Transfer sent, next;
+      r.channel().send(1, 1, message.data(), kLong, record(sent));
+      r.channel().send(1, 2, message.data(), 100, record(next));
+      r.bootstrap().barrier("cancelled");
+      r.wait([&] { return sent.done && next.done; }, "sends");
+      RANK_CHECK(sent.status.ok() && next.status.ok(), sent.status.to_string());
+    } else {
+      Transfer dropped, next;
+      std::vector<std::byte> into(kLong, kFill), after(100);
+      r.channel().recv(0, 1, into.data(), kLong, record(dropped));
+      r.wait([&] { return into[0] != kFill; }, "the first fragments");
+      r.channel().cancel(1, 1);
+      const std::vector<std::byte> at_cancel = into;
+      RANK_CHECK(at_cancel[kLong - 1] == kFill, "the whole message came before the cancel");
+      r.bootstrap().barrier("cancelled");
+      r.channel().recv(0, 2, after.data(), after.size(), record(next));
+      r.wait([&] { return next.done; }, "the message after");
+      poll_for(r, std::chrono::milliseconds(100));
+      RANK_CHECK(next.status.ok() && after[99] == message[99], next.status.to_string());
+      RANK_CHECK(!dropped.done, "a cancelled receive completed");
+      RANK_CHECK(into == at_cancel, "bytes landed in a cancelled receive's buffer");
+    }
+    r.bootstrap().barrier("end");
+    return 0;
+  }));
+}
+
+// A send cancelled with its message midway through the ring (the receiver had not drained it):
+// the receiver's receive fails, saying the peer withdrew it, and nothing after the cut lands;
+// the sender's completion never runs, and it may reuse the buffer at once.
+TEST(ShmChannel, ASendCancelledMidwayFailsItsReceive) {
+  expect_all_ok(run_ranks(2, [](int me, int) {
+    runtime::ShmEndpoint r;
+    if (me == 0) {
+      std::vector<std::byte> message;
+      Transfer sent;
+      begin_long_send(r, message, sent);
+      r.channel().cancel(1, 1);
+      std::fill(message.begin(), message.end(), std::byte{2});  // the caller's again
+      r.bootstrap().barrier("cancelled");
+      poll_for(r, std::chrono::milliseconds(300));
+      RANK_CHECK(!sent.done, "a cancelled send completed");
+    } else {
+      std::vector<std::byte> into(kLong, kFill);
+      Transfer withdrawn;
+      r.bootstrap().barrier("cancelled");
+      r.channel().recv(0, 1, into.data(), kLong, record(withdrawn));
+      r.wait([&] { return withdrawn.done; }, "the withdrawn message");
+      expect_withdrawn(withdrawn);
+      RANK_CHECK(into[kLong - 1] == kFill, "bytes after the cut landed");
+      RANK_CHECK(std::find(into.begin(), into.end(), std::byte{2}) == into.end(),
+                 "bytes written after the cancel arrived");
+    }
+    r.bootstrap().barrier("end");
+    return 0;
+  }));
+}
+
+// A single-copy message withdrawn before its receiver read it: the receive posted afterwards
+// fails instead of reading the sender's memory, and its buffer stays as it was.
+TEST(ShmChannel, AWithdrawnRendezvousIsNotRead) {
+  expect_all_ok(run_ranks(
+      2,
+      [](int me, int) {
+        runtime::ShmEndpoint r;
+        if (me == 0) {
+          std::vector<std::byte> message;
+          Transfer sent;
+          begin_long_send(r, message, sent);
+          r.channel().cancel(1, 1);
+          std::fill(message.begin(), message.end(), std::byte{2});
+          r.bootstrap().barrier("cancelled");
+          RANK_CHECK(!sent.done, "a cancelled send completed");
+        } else {
+          r.bootstrap().barrier("cancelled");
+          std::vector<std::byte> into(kLong, kFill);
+          Transfer withdrawn;
+          r.channel().recv(0, 1, into.data(), kLong, record(withdrawn));
+          r.wait([&] { return withdrawn.done; }, "the withdrawn rendezvous");
+          expect_withdrawn(withdrawn);
+          RANK_CHECK(std::all_of(into.begin(), into.end(), [](std::byte b) { return b == kFill; }),
+                     "the receiver read a withdrawn rendezvous");
+        }
+        r.bootstrap().barrier("end");
+        return 0;
+      },
+      single_copy_from("1")));
+}
+
+// The receiver may not read the sender (seccomp) and refused its rendezvous, so it awaits the
+// message through the ring; the sender withdraws it before sending any: the receive fails.
+TEST(ShmChannel, AWithdrawnRefusedRendezvousFailsItsReceive) {
+  expect_all_ok(run_ranks(
+      2,
+      [](int me, int) {
+        runtime::ShmEndpoint r;
+        if (me == 0) {
+          std::vector<std::byte> message;
+          Transfer sent;
+          begin_long_send(r, message, sent);
+          r.bootstrap().barrier("sent");
+          r.bootstrap().barrier("refused");
+          r.channel().cancel(1, 1);
+          poll_for(r, std::chrono::milliseconds(300));
+          RANK_CHECK(!sent.done, "a cancelled send completed");
+        } else {
+          forbid_reading_other_processes();
+          r.bootstrap().barrier("sent");
+          std::vector<std::byte> into(kLong, kFill);
+          Transfer withdrawn;
+          r.channel().recv(0, 1, into.data(), kLong, record(withdrawn));
+          r.channel().poll();  // refuses: the kernel will not let it read
+          r.bootstrap().barrier("refused");
+          r.wait([&] { return withdrawn.done; }, "the withdrawn copy");
+          expect_withdrawn(withdrawn);
+          RANK_CHECK(into[0] == kFill, "bytes landed");
+        }
+        r.bootstrap().barrier("end");
+        return 0;
+      },
+      single_copy_from("1")));
 }
 
 TEST(ShmChannel, SegmentIsUnlinkedOnceAttachedAndBadArgumentsAreNamed) {

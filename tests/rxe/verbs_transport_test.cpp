@@ -476,7 +476,7 @@ TEST(VerbsTransport, EagerMessagesInParts) {
           // At most two parts (the credits) have come when the receive is cancelled.
           r.wait([&] { return r.channel().counters().messages_received > before; },
                  "the first part of message 5");
-          r.channel().cancel_receives(5, 5);
+          r.channel().cancel(5, 5);
           r.channel().recv(0, 6, after.data(), after.size(), record(next));
           r.wait([&] { return next.done; }, "the message after a cancelled one");
           RANK_CHECK(next.status.ok() && next.bytes == after.size() &&

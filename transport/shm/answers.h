@@ -2,6 +2,9 @@
 // the kernel), one table per ordered pair of ranks in the segment. The receiver writes straight
 // into the sender's entry, so a sender never waits on its receiver making progress again after
 // the read: a rank whose receive is done may go off and compute for an hour.
+// The entry is also where the two agree on who has the sender's memory: the receiver claims
+// it (pending -> reading) before it reads, and a sender that gives the message up withdraws it
+// (pending -> withdrawn) before its caller takes the buffer back; only one of them wins.
 #pragma once
 
 #include <atomic>
@@ -14,24 +17,43 @@ class Answers {
  public:
   static constexpr uint64_t kEntries = 64;  // rendezvous a sender may have unanswered per peer
   static constexpr size_t kBytes = kEntries * sizeof(uint64_t);
-  enum Answer : uint64_t { pending = 0, done = 1, refused = 2 };
+  enum Answer : uint64_t { pending = 0, done = 1, refused = 2, reading = 3, withdrawn = 4 };
 
   explicit Answers(std::byte* base) : base_(base) {}
 
   // Sender: marks rendezvous `id` unanswered, before announcing it (entry id mod kEntries must
   // not hold an unanswered one).
-  void open(uint64_t id) const { entry(id).store(id << 2 | pending, std::memory_order_relaxed); }
+  void open(uint64_t id) const { entry(id).store(value(id, pending), std::memory_order_relaxed); }
   Answer answer_to(uint64_t id) const {
-    const uint64_t value = entry(id).load(std::memory_order_acquire);
-    return value >> 2 == id ? static_cast<Answer>(value & 3) : pending;
+    const uint64_t v = entry(id).load(std::memory_order_acquire);
+    return v >> kStateBits == id ? static_cast<Answer>(v & kStateMask) : pending;
+  }
+  // Sender, giving the message up: withdrawn, unless the receiver has claimed it (then the
+  // answer as it stands: reading, done or refused).
+  Answer withdraw(uint64_t id) const {
+    uint64_t expected = value(id, pending);
+    if (entry(id).compare_exchange_strong(expected, value(id, withdrawn),
+                                          std::memory_order_acq_rel)) {
+      return withdrawn;
+    }
+    return static_cast<Answer>(expected & kStateMask);
   }
 
+  // Receiver: takes the sender's memory for reading; false if the sender withdrew it.
+  bool claim(uint64_t id) const {
+    uint64_t expected = value(id, pending);
+    return entry(id).compare_exchange_strong(expected, value(id, reading),
+                                             std::memory_order_acq_rel);
+  }
   // Receiver: after the read (or the failed attempt).
   void answer(uint64_t id, Answer answer) const {
-    entry(id).store(id << 2 | answer, std::memory_order_release);
+    entry(id).store(value(id, answer), std::memory_order_release);
   }
 
  private:
+  static constexpr int kStateBits = 3;
+  static constexpr uint64_t kStateMask = (1u << kStateBits) - 1;
+  static uint64_t value(uint64_t id, Answer answer) { return id << kStateBits | answer; }
   std::atomic_ref<uint64_t> entry(uint64_t id) const {
     return std::atomic_ref<uint64_t>(
         *reinterpret_cast<uint64_t*>(base_ + (id % kEntries) * sizeof(uint64_t)));

@@ -1,5 +1,6 @@
 #include "transport/shm/shm_channel.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -77,7 +78,7 @@ void ShmChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
   if (p.failed) return completions_.add(std::move(done), p.failure, 0);
   const bool single_copy = p.single_copy && options_.single_copy_threshold != 0 &&
                            length >= options_.single_copy_threshold;
-  p.outgoing.push_back({single_copy ? Kind::rendezvous : Kind::first, tag,
+  p.outgoing.push_back({single_copy ? Kind::rendezvous : Kind::first, tag, 0,
                         static_cast<const std::byte*>(buffer), length, 0, std::move(done)});
   fill(peer);
 }
@@ -85,9 +86,10 @@ void ShmChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
 void ShmChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {
   check_recv(peer, buffer, capacity, done);
   Peer& p = peers_[static_cast<size_t>(peer)];
-  PostedRecv posted{static_cast<std::byte*>(buffer), capacity, std::move(done)};
+  PostedRecv posted{static_cast<std::byte*>(buffer), capacity, std::move(done), tag};
   if (auto arrival = matches_.take_unexpected({peer, tag})) {
     Unexpected& u = **arrival;
+    if (u.aborted) return completions_.add(std::move(posted.done), withdrawn(peer), 0);
     if (u.remote) return read_remote(peer, *u.remote, std::move(posted));
     if (u.received == u.total) {
       if (const size_t n = std::min(capacity, u.total)) {
@@ -103,9 +105,67 @@ void ShmChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Com
   ++p.waiting;
 }
 
-void ShmChannel::cancel_receives(uint64_t first, uint64_t last) {
+void ShmChannel::cancel(uint64_t first, uint64_t last) {
+  const auto in_range = [&](uint64_t tag) { return tag >= first && tag <= last; };
+  const auto drop = [](PostedRecv& r) { r = PostedRecv{nullptr, 0, {}, r.tag}; };
   matches_.remove_posted(first, last,
                          [this](int peer) { --peers_[static_cast<size_t>(peer)].waiting; });
+  for (int peer = 0; peer < size_; ++peer) {
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (peer == rank_ || p.failed) continue;  // a failed peer's operations have ended
+    withdraw_sends(peer, first, last);
+    // Receives under way: whatever still comes for them is dropped.
+    Incoming& in = p.incoming;
+    if (in.active && !in.unexpected && in_range(in.posted.tag)) drop(in.posted);
+    if (in.active && in.unexpected && in.unexpected->waiter &&
+        in_range(in.unexpected->waiter->tag)) {
+      in.unexpected->waiter.reset();
+    }
+    for (auto& [id, posted] : p.awaiting_copy) {
+      if (in_range(posted.tag)) drop(posted);
+    }
+  }
+}
+
+// Sends not begun are forgotten. One begun in the ring, or a refused rendezvous the receiver
+// waits to get through the ring, leaves an `aborted` fragment in its place. A rendezvous is
+// withdrawn in its Answers entry; if the receiver claimed it first, its read is waited for
+// (one process_vm_readv, unless the receiver has died meanwhile).
+void ShmChannel::withdraw_sends(int peer, uint64_t first, uint64_t last) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  const auto in_range = [&](uint64_t tag) { return tag >= first && tag <= last; };
+  const auto aborted = [](uint64_t tag, uint64_t id) {
+    return SendOp{Kind::aborted, tag, id, nullptr, 0, 0, {}};
+  };
+  std::deque<SendOp> kept;
+  for (SendOp& op : p.outgoing) {
+    if (!in_range(op.tag)) {
+      kept.push_back(std::move(op));
+    } else if (op.sent > 0 || op.kind == Kind::fallback) {
+      kept.push_back(aborted(op.tag, op.kind == Kind::fallback ? op.id : op.tag));
+    }
+  }
+  p.outgoing.swap(kept);
+  for (auto it = p.awaiting_answer.begin(); it != p.awaiting_answer.end();) {
+    if (!in_range(it->second.tag)) {
+      ++it;
+      continue;
+    }
+    Answers::Answer answer = p.answers.withdraw(it->first);
+    while (answer == Answers::reading && process_alive(pids()[peer])) {
+      sched_yield();
+      answer = p.answers.answer_to(it->first);
+    }
+    if (answer == Answers::refused) p.outgoing.push_back(aborted(it->second.tag, it->first));
+    it = p.awaiting_answer.erase(it);
+  }
+  fill(peer);
+}
+
+Status ShmChannel::withdrawn(int peer) {
+  return Status(Code::peer_failed, "peer " + std::to_string(peer) +
+                                       " withdrew a message before it was delivered (its call "
+                                       "ended)");
 }
 
 int ShmChannel::poll() {
@@ -150,7 +210,8 @@ int ShmChannel::fill(int peer) {
 // Writes the next fragment of `op` (the front of p.outgoing) into `slot`; pops the op once it
 // has nothing more to say.
 bool ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
-  FragmentHeader header{op.tag, op.length, 0, op.sent == 0 ? op.kind : Kind::more};
+  const bool by_id = op.kind == Kind::fallback || op.kind == Kind::aborted;
+  FragmentHeader header{by_id ? op.id : op.tag, op.length, 0, op.sent == 0 ? op.kind : Kind::more};
   switch (header.kind) {
     case Kind::rendezvous: {
       const uint64_t id = p.next_rendezvous;
@@ -158,6 +219,7 @@ bool ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
         return false;  // its entry still waits for an answer
       }
       ++p.next_rendezvous;
+      op.id = id;
       p.answers.open(id);
       const RemoteMessage remote{id, reinterpret_cast<uint64_t>(op.data), op.length};
       header.bytes = sizeof(remote);
@@ -167,6 +229,10 @@ bool ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
       p.awaiting_answer.emplace(id, std::move(op));
       break;
     }
+    case Kind::aborted:
+      std::memcpy(slot, &header, sizeof(header));
+      p.to.publish();
+      break;
     case Kind::first:
     case Kind::fallback:
     case Kind::more: {
@@ -190,7 +256,7 @@ int ShmChannel::collect_answers(int peer) {
   int answered = 0;
   for (auto it = p.awaiting_answer.begin(); it != p.awaiting_answer.end();) {
     const Answers::Answer answer = p.answers.answer_to(it->first);
-    if (answer == Answers::pending) {
+    if (answer == Answers::pending || answer == Answers::reading) {
       ++it;
       continue;
     }
@@ -199,7 +265,8 @@ int ShmChannel::collect_answers(int peer) {
       completions_.add(std::move(op.done), Status(), op.length);
     } else {
       p.single_copy = false;  // it cannot read us: copy this and later messages through
-      p.outgoing.push_back({Kind::fallback, it->first, op.data, op.length, 0, std::move(op.done)});
+      p.outgoing.push_back(
+          {Kind::fallback, op.tag, it->first, op.data, op.length, 0, std::move(op.done)});
     }
     it = p.awaiting_answer.erase(it);
     ++answered;
@@ -227,11 +294,36 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
     case Kind::fallback:
     case Kind::more:
       return on_data(peer, header, payload);
+    case Kind::aborted:
+      return on_aborted(peer, header.tag);
   }
+}
+
+void ShmChannel::on_aborted(int peer, uint64_t id) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  Incoming& in = p.incoming;
+  const Status why = withdrawn(peer);
+  if (!in.active) {  // a refused rendezvous whose copy will not come
+    if (auto waiting = p.awaiting_copy.extract(id); !waiting.empty()) {
+      completions_.add(std::move(waiting.mapped().done), why, 0);
+    }
+    return;
+  }
+  if (!in.unexpected) {
+    completions_.add(std::move(in.posted.done), why, 0);
+  } else {
+    in.unexpected->aborted = true;  // a receive that takes it later fails
+    if (in.unexpected->waiter) completions_.add(std::move(in.unexpected->waiter->done), why, 0);
+    in.unexpected->waiter.reset();
+  }
+  in = Incoming{};
 }
 
 void ShmChannel::read_remote(int peer, const RemoteMessage& remote, PostedRecv posted) {
   Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!p.answers_to_peer.claim(remote.id)) {  // the sender withdrew it
+    return completions_.add(std::move(posted.done), withdrawn(peer), 0);
+  }
   const size_t bytes = std::min<size_t>(posted.capacity, remote.length);
   const int error = read_process_memory(pids()[peer], remote.address, posted.buffer, bytes);
   if (error == 0) {

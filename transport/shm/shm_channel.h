@@ -13,6 +13,11 @@
 //
 // A peer whose process has exited (checked while something waits on it) fails every operation
 // with it.
+//
+// cancel() withdraws operations: a send not begun is forgotten; one begun in the ring, or whose
+// copy through the ring the receiver awaits, is followed by an `aborted` fragment, and its
+// receive fails; a rendezvous is withdrawn in its Answers entry unless the receiver has claimed
+// it for reading (then the read is waited for). A receive withdrawn midway drops the rest.
 #pragma once
 
 #include <sys/types.h>
@@ -49,7 +54,7 @@ class ShmChannel final : public Channel {
   size_t max_message_size() const override { return size_t{1} << 40; }
   void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
-  void cancel_receives(uint64_t first, uint64_t last) override;
+  void cancel(uint64_t first, uint64_t last) override;
   const Status* peer_failure(int peer) const override {
     const auto& p = peers_[static_cast<size_t>(peer)];
     return p.failed ? &p.failure : nullptr;
@@ -64,6 +69,7 @@ class ShmChannel final : public Channel {
     first,       // the first fragment of a message for (peer, tag)
     rendezvous,  // a message to read from the sender: tag, total, then a RemoteMessage
     fallback,    // the first fragment of refused rendezvous `tag` (its id), copied through
+    aborted,     // the message being copied through, or refused rendezvous `tag`, was withdrawn
   };
   struct FragmentHeader {
     uint64_t tag;    // or, for a fallback, the rendezvous id
@@ -79,17 +85,21 @@ class ShmChannel final : public Channel {
     uint64_t length;
   };
   struct SendOp {
-    Kind kind;     // of the first fragment: first, rendezvous or fallback
-    uint64_t tag;  // or the rendezvous id
+    Kind kind;        // of the first fragment: first, rendezvous, fallback or aborted
+    uint64_t tag;     // the message's
+    uint64_t id = 0;  // rendezvous (and fallback): its id; aborted: the fragment's tag field
     const std::byte* data = nullptr;
     size_t length = 0;
     size_t sent = 0;
     Completion done;
   };
+  // A receive; withdrawn (cancel) it keeps its tag and nothing else, so what still comes for
+  // it is dropped.
   struct PostedRecv {
     std::byte* buffer;
     size_t capacity;
     Completion done;
+    uint64_t tag;
   };
   // A message that arrived (or is arriving) before its receive was posted.
   struct Unexpected {
@@ -98,6 +108,7 @@ class ShmChannel final : public Channel {
     size_t total = 0;
     size_t received = 0;
     std::unique_ptr<PostedRecv> waiter;  // a receive that matched it before it was complete
+    bool aborted = false;                // the sender withdrew it midway
   };
   using Arrival = std::shared_ptr<Unexpected>;
   // The message a peer is in the middle of delivering to us.
@@ -135,6 +146,11 @@ class ShmChannel final : public Channel {
   // Reads a rendezvous into a posted receive, or asks for it to be copied through.
   void read_remote(int peer, const RemoteMessage& remote, PostedRecv posted);
   void finish(int peer, PostedRecv& recv, uint64_t total);
+  // The message arriving from `peer` (or refused rendezvous `id`, if none) was withdrawn.
+  void on_aborted(int peer, uint64_t id);
+  // cancel() for one peer's sends.
+  void withdraw_sends(int peer, uint64_t first, uint64_t last);
+  static Status withdrawn(int peer);
   void check_liveness();
   void fail_peer(int peer, const Status& status);
   pid_t* pids() const { return reinterpret_cast<pid_t*>(segment_.data()); }

@@ -166,7 +166,7 @@ void VerbsChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, C
   ++p.open_ops;
 }
 
-void VerbsChannel::cancel_receives(uint64_t first, uint64_t last) {
+void VerbsChannel::cancel(uint64_t first, uint64_t last) {
   matches_.remove_posted(first, last,
                          [this](int peer) { --peers_[static_cast<size_t>(peer)].open_ops; });
   for (Peer& p : peers_) {  // a receive filling up part by part: the rest of it is dropped

@@ -65,7 +65,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   size_t max_message_size() const override;
   void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
-  void cancel_receives(uint64_t first, uint64_t last) override;
+  void cancel(uint64_t first, uint64_t last) override;
   const Status* peer_failure(int peer) const override {
     const auto& p = peers_[static_cast<size_t>(peer)];
     return p.failed ? &p.failure : nullptr;
