@@ -56,6 +56,12 @@ class MatchTable {
       }
     }
   }
+  // Calls `visit(tag, arrival)` for every arrival from `peer` waiting in order.
+  template <typename Visit>
+  void for_each_unexpected(int peer, Visit visit) {
+    for (auto& entry : queues(peer).unexpected)
+      visit(entry.tag, entry.value);
+  }
   size_t posted_count(int peer) { return queues(peer).posted.size(); }
   size_t unexpected_count() const {
     size_t n = 0;

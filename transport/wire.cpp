@@ -31,6 +31,8 @@ std::optional<MessageHeader> parse_message(const void* bytes, size_t size) {
     case Type::credit:
     case Type::ready:
     case Type::keepalive:
+    case Type::send_withdrawn:
+    case Type::receive_withdrawn:
       break;
     default:
       return std::nullopt;

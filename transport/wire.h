@@ -26,6 +26,9 @@ enum class Type : uint8_t {
   handshake_request,  // over UD: please connect to my endpoint
   handshake_reply,    // over UD: connected to yours
   eager_more,         // the next part of the eager message this sender started last
+  send_withdrawn,     // the sender gave message `tag` up: its rendezvous (length = its send
+                      // id), or, with send id 0, the eager message it was sending in parts
+  receive_withdrawn,  // the receiver gave up the receive it answered rendezvous `length` with
 };
 
 struct MessageHeader {
@@ -34,7 +37,8 @@ struct MessageHeader {
   Type type = Type::eager;
   uint32_t source = 0;  // sender's rank
   uint64_t tag = 0;
-  uint64_t length = 0;   // eager, eager_more: payload bytes; rts: total bytes of the message
+  uint64_t length = 0;   // eager, eager_more: payload bytes; rts: total bytes of the message;
+                         // send_withdrawn, receive_withdrawn: the rendezvous's send id
   uint32_t credits = 0;  // receive credits returned to the destination
   uint32_t more = 0;     // eager, eager_more: bytes of the message still to come after these
 };
@@ -45,13 +49,19 @@ struct RendezvousRequest {
   uint32_t reserved = 0;
 };
 
+// Why a receiver refuses a rendezvous (ReadyToReceive with recv_id 0).
+enum class Refusal : uint32_t {
+  unregistrable = 0,  // it could not register its buffer
+  withdrawn = 1,      // its receive was given up before it answered
+};
+
 struct ReadyToReceive {
   uint32_t send_id = 0;  // from the RendezvousRequest
-  uint32_t recv_id = 0;  // comes back as the immediate of the RDMA write
+  uint32_t recv_id = 0;  // comes back as the immediate of the RDMA write; 0: refused
   uint64_t address = 0;  // receiver's buffer
   uint64_t length = 0;   // bytes the receiver accepts (≤ the request's length)
   uint32_t rkey = 0;
-  uint32_t reserved = 0;
+  Refusal refusal = Refusal::unregistrable;  // when refused
 };
 
 struct HandshakeMessage {

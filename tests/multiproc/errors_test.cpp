@@ -336,7 +336,7 @@ TEST(Errors, NothingLandsInABufferAfterItsCallTimedOut) {
   RankOptions options;
   options.environment["IBCOLL_TIMEOUT"] = "1s";
   expect_all_ok(run_ranks(
-      2, [](int me, int) { return late_data_after_a_timeout(me); }, options));
+      2, [](int me, int) { return late_data_after_a_timeout(me, 32 << 20); }, options));
 }
 
 // One rank refuses its arguments; the others, waiting for it, end with a timeout error.

@@ -178,13 +178,6 @@ TEST(ShmChannel, KilledPeerFailsItsOperationsOnly) {
   }
 }
 
-// Polls the channel for `duration`, whatever arrives.
-void poll_for(runtime::ShmEndpoint& r, std::chrono::milliseconds duration) {
-  const auto end = std::chrono::steady_clock::now() + duration;
-  while (std::chrono::steady_clock::now() < end)
-    r.channel().poll();
-}
-
 constexpr size_t kLong = 4 << 20;  // many ring slots: a message copied through is long under way
 constexpr auto kFill = std::byte{0xEE};
 
@@ -231,7 +224,7 @@ TEST(ShmChannel, AReceiveCancelledMidwayTakesNothingMore) {
       r.bootstrap().barrier("cancelled");
       r.channel().recv(0, 2, after.data(), after.size(), record(next));
       r.wait([&] { return next.done; }, "the message after");
-      poll_for(r, std::chrono::milliseconds(100));
+      poll_for(r.channel(), std::chrono::milliseconds(100));
       RANK_CHECK(next.status.ok() && after[99] == message[99], next.status.to_string());
       RANK_CHECK(!dropped.done, "a cancelled receive completed");
       RANK_CHECK(into == at_cancel, "bytes landed in a cancelled receive's buffer");
@@ -254,7 +247,7 @@ TEST(ShmChannel, ASendCancelledMidwayFailsItsReceive) {
       r.channel().cancel(1, 1);
       std::fill(message.begin(), message.end(), std::byte{2});  // the caller's again
       r.bootstrap().barrier("cancelled");
-      poll_for(r, std::chrono::milliseconds(300));
+      poll_for(r.channel(), std::chrono::milliseconds(300));
       RANK_CHECK(!sent.done, "a cancelled send completed");
     } else {
       std::vector<std::byte> into(kLong, kFill);
@@ -317,7 +310,7 @@ TEST(ShmChannel, AWithdrawnRefusedRendezvousFailsItsReceive) {
           r.bootstrap().barrier("sent");
           r.bootstrap().barrier("refused");
           r.channel().cancel(1, 1);
-          poll_for(r, std::chrono::milliseconds(300));
+          poll_for(r.channel(), std::chrono::milliseconds(300));
           RANK_CHECK(!sent.done, "a cancelled send completed");
         } else {
           forbid_reading_other_processes();

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -530,6 +531,115 @@ TEST(VerbsTransport, UnregistrableReceiveBufferFailsBothSides) {
     return 0;
   });
   expect_all_ok(exits);
+}
+
+constexpr size_t kRendezvous = 1 << 20;  // above IBCOLL_EAGER_LIMIT: by RDMA write
+constexpr auto kUntouched = std::byte{0xEE};
+
+bool untouched(const std::vector<std::byte>& buffer) {
+  return std::all_of(buffer.begin(), buffer.end(), [](std::byte b) { return b == kUntouched; });
+}
+
+// A rendezvous receive withdrawn after it answered (the sender has its address and key, but
+// waits at a barrier without polling): its registration goes at once, so when the sender goes
+// on, its RDMA write cannot land; the buffer stays untouched, and the send ends in an error,
+// either the receiver's news or the write failing on the wire.
+TEST(VerbsTransport, AnAnsweredReceiveWithdrawnTakesNoLateWrite) {
+  expect_all_ok(run_ranks(2, [](int me, int) {
+    runtime::VerbsEndpoint r;
+    if (me == 0) {
+      std::vector<std::byte> data(kRendezvous, std::byte{1});
+      Transfer sent;
+      r.channel().send(1, 1, data.data(), kRendezvous, record(sent));
+      r.wait([&] { return r.channel().counters().rendezvous_sent == 1; }, "the request");
+      r.bootstrap().barrier("withdrawn");
+      r.wait([&] { return sent.done; }, "the send");
+      RANK_CHECK(!sent.status.ok(), "a write into a withdrawn receive succeeded");
+    } else {
+      std::vector<std::byte> into(kRendezvous, kUntouched);
+      Transfer dropped;
+      r.channel().recv(0, 1, into.data(), kRendezvous, record(dropped));
+      const uint64_t before = r.channel().counters().messages_received;
+      r.wait([&] { return r.channel().counters().messages_received > before; }, "the request");
+      poll_for(r.channel(), std::chrono::milliseconds(100));  // the answer goes out
+      r.channel().cancel(1, 1);
+      r.bootstrap().barrier("withdrawn");
+      poll_for(r.channel(), std::chrono::milliseconds(1500));
+      RANK_CHECK(!dropped.done, "a withdrawn receive completed");
+      RANK_CHECK(untouched(into), "an RDMA write landed in a withdrawn receive's buffer");
+    }
+    return 0;
+  }));
+}
+
+// A rendezvous send withdrawn after its request went out: the receive posted later fails,
+// saying the sender gave the message up, and nothing lands in its buffer.
+TEST(VerbsTransport, ASendWithdrawnAfterItsRequestFailsItsReceive) {
+  expect_all_ok(run_ranks(2, [](int me, int) {
+    runtime::VerbsEndpoint r;
+    exchange_all_to_all(r, r.channel(), {8});  // connected: the request goes out at once
+    if (me == 0) {
+      std::vector<std::byte> data(kRendezvous, std::byte{1});
+      Transfer sent;
+      r.channel().send(1, 1, data.data(), kRendezvous, record(sent));
+      r.wait([&] { return r.channel().counters().rendezvous_sent == 1; }, "the request");
+      r.channel().cancel(1, 1);
+      std::fill(data.begin(), data.end(), std::byte{2});  // the caller's again
+      r.bootstrap().barrier("withdrawn");
+      poll_for(r.channel(), std::chrono::milliseconds(500));
+      RANK_CHECK(!sent.done, "a withdrawn send completed");
+    } else {
+      std::vector<std::byte> into(kRendezvous, kUntouched);
+      Transfer withdrawn;
+      r.bootstrap().barrier("withdrawn");
+      r.channel().recv(0, 1, into.data(), kRendezvous, record(withdrawn));
+      r.wait([&] { return withdrawn.done; }, "the withdrawn message");
+      RANK_CHECK(withdrawn.status.code() == Code::peer_failed &&
+                     withdrawn.status.message().find("gave the message up") != std::string::npos,
+                 withdrawn.status.to_string());
+      RANK_CHECK(untouched(into), "bytes of a withdrawn message landed");
+    }
+    r.bootstrap().barrier("end");
+    return 0;
+  }));
+}
+
+// An eager message cut between its parts (two credits hold the sender after its first two):
+// the receive that took the first parts fails, saying the sender gave it up, and the next
+// message from that sender matches its own receive.
+TEST(VerbsTransport, AnEagerSendCutBetweenItsPartsFailsItsReceive) {
+  constexpr size_t kBytes = 40000;  // five parts of 8 KiB
+  RankOptions options;
+  options.environment["IBCOLL_CREDITS"] = "2";
+  expect_all_ok(run_ranks(
+      2,
+      [&](int me, int) {
+        runtime::VerbsEndpoint r;
+        if (me == 0) {
+          std::vector<std::byte> data(kBytes, std::byte{1});
+          Transfer cut, next;
+          r.channel().send(1, 1, data.data(), kBytes, record(cut));
+          r.wait([&] { return r.channel().counters().credit_stalls > 0; }, "the first parts");
+          r.channel().cancel(1, 1);
+          r.channel().send(1, 2, data.data(), 100, record(next));
+          r.wait([&] { return next.done; }, "the next message");
+          RANK_CHECK(!cut.done && next.status.ok(), next.status.to_string());
+        } else {
+          std::vector<std::byte> into(kBytes, kUntouched), after(100);
+          Transfer cut, next;
+          r.channel().recv(0, 1, into.data(), kBytes, record(cut));
+          r.channel().recv(0, 2, after.data(), after.size(), record(next));
+          r.wait([&] { return cut.done && next.done; }, "both");
+          RANK_CHECK(cut.status.code() == Code::peer_failed &&
+                         cut.status.message().find("gave the message up") != std::string::npos,
+                     cut.status.to_string());
+          RANK_CHECK(next.status.ok() && after[0] == std::byte{1}, next.status.to_string());
+          RANK_CHECK(into.back() == kUntouched, "the last part landed");
+        }
+        r.bootstrap().barrier("end");
+        return 0;
+      },
+      options));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // receives theirs, and checks statuses, lengths and every byte).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -36,6 +37,13 @@ inline std::byte pattern_byte(int source, int destination, uint64_t tag, size_t 
   x ^= x >> 13;
   x *= 0xff51afd7ed558ccdull;
   return static_cast<std::byte>(x >> 56);
+}
+
+// Polls `channel` for `duration`, whatever arrives.
+inline void poll_for(transport::Channel& channel, std::chrono::milliseconds duration) {
+  const auto end = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < end)
+    channel.poll();
 }
 
 // Fails the rank (RANK_CHECK) on any wrong status, length or byte.

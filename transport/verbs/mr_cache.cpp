@@ -19,7 +19,7 @@ RegistrationCache::Entry* RegistrationCache::acquire(const void* address, size_t
     auto it = entries_.upper_bound(begin);
     if (it != entries_.begin()) {
       Entry& e = std::prev(it)->second;
-      if (e.begin <= begin && end <= e.end) {
+      if (e.valid && e.begin <= begin && end <= e.end) {
         if (e.users++ == 0) idle_.erase(e.lru);
         ++stats_.hits;
         return &e;
@@ -58,6 +58,11 @@ void RegistrationCache::release(Entry* entry) {
   }
   entry->lru = idle_.insert(idle_.end(), entry);
   evict_to_capacity();
+}
+
+void RegistrationCache::invalidate(Entry* entry) {
+  entry->mr.reset();
+  entry->valid = false;
 }
 
 void RegistrationCache::erase(std::map<uintptr_t, Entry>::iterator it) {

@@ -24,6 +24,7 @@ class RegistrationCache {
     MemoryRegion mr;
     int users = 0;
     std::list<Entry*>::iterator lru;  // valid while users == 0
+    bool valid = true;                // false once invalidated: never found again
   };
   struct Stats {
     uint64_t hits = 0, misses = 0, evictions = 0;
@@ -39,6 +40,9 @@ class RegistrationCache {
   // The returned entry covers [address, address + length) until release().
   Entry* acquire(const void* address, size_t length);
   void release(Entry* entry);
+  // Deregisters the entry's memory now, whoever else uses it (their transfers fail), so that
+  // nothing reaches it through its keys any more; release() still follows.
+  void invalidate(Entry* entry);
   const Stats& stats() const { return stats_; }
 
  private:

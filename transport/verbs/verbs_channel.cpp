@@ -153,10 +153,12 @@ void VerbsChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, C
   Peer& p = peers_[static_cast<size_t>(peer)];
   PostedRecv posted{static_cast<std::byte*>(buffer), capacity, std::move(done)};
   if (auto arrival = matches_.take_unexpected({peer, tag})) {
-    if (arrival->type == wire::Type::eager) {
+    if (arrival->withdrawn) {
+      completions_.add(std::move(posted.done), withdrawn(peer, "sender"), 0);
+    } else if (arrival->type == wire::Type::eager) {
       deliver_eager(peer, posted, arrival->payload.data(), arrival->payload.size());
     } else {
-      start_rendezvous_recv(peer, std::move(posted), arrival->send_id, arrival->length);
+      start_rendezvous_recv(peer, std::move(posted), tag, arrival->send_id, arrival->length);
     }
     return;
   }
@@ -167,15 +169,8 @@ void VerbsChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, C
 }
 
 void VerbsChannel::cancel(uint64_t first, uint64_t last) {
-  matches_.remove_posted(first, last,
-                         [this](int peer) { --peers_[static_cast<size_t>(peer)].open_ops; });
-  for (Peer& p : peers_) {  // a receive filling up part by part: the rest of it is dropped
-    if (!p.assembly || !p.assembly->posted) continue;
-    if (p.assembly->tag < first || p.assembly->tag > last) continue;
-    p.assembly->posted.reset();
-    p.assembly->dropped = true;
-    --p.open_ops;
-  }
+  withdraw_receives(first, last);
+  withdraw_sends(first, last);
 }
 
 int VerbsChannel::poll() {
@@ -274,6 +269,7 @@ void VerbsChannel::fail_peer(int peer, const Status& status) {
     ibv_modify_qp(qp, &attr, IBV_QP_STATE);
   }
   p.outgoing.clear();
+  p.notices.clear();
   p.open_ops = 0;
   connector_->forget(peer);
   ++counters_.failed_peers;

@@ -8,7 +8,12 @@
 //    consume them (piggybacked, or in a credit message), so a many-to-one burst never
 //    exhausts the SRQ;
 //  - failures: an error completion, a fatal async event or a handshake past its deadline fails
-//    every operation that depends on that peer, with the verbs status in the message.
+//    every operation that depends on that peer, with the verbs status in the message;
+//  - cancel(): a send not begun is forgotten; one under way tells the receiver
+//    (send_withdrawn), whose receive fails; an RDMA write from it that is posted is waited for.
+//    A rendezvous receive that has answered deregisters its buffer at once (a late write then
+//    fails on the wire, never lands) and tells the sender (receive_withdrawn); one not yet
+//    answered answers with a refusal.
 // Completions run from poll(); nothing runs inside send()/recv().
 #pragma once
 
@@ -91,6 +96,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     RegistrationCache::Entry* registration = nullptr;
     wire::ReadyToReceive target{};  // from the receiver's answer (rendezvous)
     size_t sent = 0;                // eager: bytes posted so far
+    bool request_posted = false;    // rendezvous: the receiver has (or will have) the request
+    bool writing = false;           // rendezvous: its RDMA writes are posted
   };
   struct PostedRecv {
     std::byte* buffer;
@@ -102,16 +109,22 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     std::vector<std::byte> payload;  // eager
     uint32_t send_id = 0;            // rts
     uint64_t length = 0;             // rts
+    bool withdrawn = false;          // rts: its sender gave it up; a receive taking it fails
   };
   struct RendezvousRecv {
     int peer;
+    uint64_t tag;
     std::byte* buffer;
     size_t length;
     uint64_t offered;  // bytes the sender has
     uint32_t send_id;
     Completion done;
     RegistrationCache::Entry* registration = nullptr;
-    bool refused = false;  // registration failed: answer with a refusal, receive already failed
+    // Answer with a refusal (the receive has ended already): registration failed, or the
+    // receive was withdrawn before its answer went out.
+    bool refused = false;
+    wire::Refusal refusal = wire::Refusal::unregistrable;
+    bool answered = false;  // the sender has our address and key
   };
   // An eager message arriving in parts from one peer: into the receive it matched, or, if none
   // was posted, into `held` (it becomes an unexpected arrival once whole). A receive cancelled
@@ -142,6 +155,12 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint32_t wrs;  // work requests it stands for (an RDMA write may be several chunks)
     bool signaled;
   };
+  // A withdrawal the peer must hear of (send_withdrawn or receive_withdrawn), not yet posted.
+  struct Notice {
+    wire::Type type;
+    uint64_t tag;
+    uint32_t send_id;
+  };
   struct Peer {
     std::deque<Outgoing> outgoing;
     std::deque<Unacked> unacked;
@@ -154,6 +173,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     bool connected = false, announce = false, keepalive = false, failed = false;
     bool probe_outstanding = false;  // a keepalive not yet acknowledged
     std::optional<Assembly> assembly;
+    std::deque<Notice> notices;
     Status failure;
     Clock::time_point last_heard{}, last_keepalive{}, probe_sent{};
   };
@@ -177,7 +197,14 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void deliver_eager(int peer, PostedRecv& recv, const std::byte* payload, size_t length);
   void start_assembly(int peer, uint64_t tag, size_t total);
   void add_part(int peer, const std::byte* part, size_t length);
-  void start_rendezvous_recv(int peer, PostedRecv recv, uint32_t send_id, uint64_t offered);
+  void start_rendezvous_recv(int peer, PostedRecv recv, uint64_t tag, uint32_t send_id,
+                             uint64_t offered);
+  // cancel(), one half each.
+  void withdraw_receives(uint64_t first, uint64_t last);
+  void withdraw_sends(uint64_t first, uint64_t last);
+  void on_send_withdrawn(int peer, uint64_t tag, uint32_t send_id);
+  void on_receive_withdrawn(int peer, uint32_t send_id);
+  static Status withdrawn(int peer, const char* who);
 
   void pump(int peer);
   bool post_outgoing(int peer, const Outgoing& item);

@@ -90,7 +90,8 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
       std::memcpy(&request, body, sizeof(request));
       if (auto posted = matches_.take_posted({peer, header->tag})) {
         --p.open_ops;
-        start_rendezvous_recv(peer, std::move(*posted), request.send_id, header->length);
+        start_rendezvous_recv(peer, std::move(*posted), header->tag, request.send_id,
+                              header->length);
       } else {
         matches_.add_unexpected({peer, header->tag},
                                 Arrival{wire::Type::rts, {}, request.send_id, header->length});
@@ -102,14 +103,17 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
       std::memcpy(&ready, body, sizeof(ready));
       auto it = sends_.find(ready.send_id);
       if (it == sends_.end() || it->second.peer != peer || ready.length > it->second.length) {
-        IBCOLL_LOG(warn, "dropped a rendezvous reply for an unknown send from peer " << peer);
+        // A send withdrawn here meanwhile; the receiver has heard of it, or will.
+        IBCOLL_LOG(debug, "dropped a rendezvous reply for an unknown send from peer " << peer);
         break;
       }
-      if (ready.recv_id == 0) {  // refused: the receiver could not register its buffer
+      if (ready.recv_id == 0) {  // refused
         completions_.add(std::move(it->second.done),
-                         Status(Code::system_error, "send to peer " + std::to_string(peer) +
-                                                        ": the receiver could not register its "
-                                                        "buffer (see its log)"),
+                         ready.refusal == wire::Refusal::withdrawn
+                             ? withdrawn(peer, "receiver")
+                             : Status(Code::system_error, "send to peer " + std::to_string(peer) +
+                                                              ": the receiver could not register "
+                                                              "its buffer (see its log)"),
                          0);
         --p.open_ops;
         sends_.erase(it);
@@ -119,6 +123,12 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
       p.outgoing.push_back({Outgoing::Step::rdma_write, ready.send_id});
       break;
     }
+    case wire::Type::send_withdrawn:
+      on_send_withdrawn(peer, header->tag, static_cast<uint32_t>(header->length));
+      break;
+    case wire::Type::receive_withdrawn:
+      on_receive_withdrawn(peer, static_cast<uint32_t>(header->length));
+      break;
     default:
       break;  // credit, ready, keepalive: their effect is above
   }
@@ -172,7 +182,7 @@ void VerbsChannel::add_part(int peer, const std::byte* part, size_t length) {
   p.assembly.reset();
 }
 
-void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint32_t send_id,
+void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint64_t tag, uint32_t send_id,
                                          uint64_t offered) {
   const size_t length = static_cast<size_t>(std::min<uint64_t>(recv.capacity, offered));
   RegistrationCache::Entry* registration = nullptr;
@@ -186,8 +196,9 @@ void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint32_t sen
     refused = true;
   }
   const uint32_t id = new_id();
-  rendezvous_.emplace(id, RendezvousRecv{peer, recv.buffer, length, offered, send_id,
-                                         std::move(recv.done), registration, refused});
+  rendezvous_.emplace(
+      id, RendezvousRecv{peer, tag, recv.buffer, length, offered, send_id, std::move(recv.done),
+                         registration, refused, wire::Refusal::unregistrable, false});
   Peer& p = peers_[static_cast<size_t>(peer)];
   ++p.open_ops;
   p.outgoing.push_back({Outgoing::Step::rendezvous_reply, id});

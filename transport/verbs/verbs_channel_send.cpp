@@ -23,6 +23,17 @@ void VerbsChannel::pump(int peer) {
     if (!post_control(peer, wire::Type::ready)) return;
     p.announce = false;
   }
+  // Withdrawals first, and nothing after one not yet posted: a message cut between its parts
+  // must be known cut before the peer's next message begins.
+  while (!p.notices.empty()) {
+    const Notice& n = p.notices.front();
+    wire::MessageHeader header;
+    header.type = n.type;
+    header.tag = n.tag;
+    header.length = n.send_id;
+    if (!post_message(peer, header, nullptr, 0, nullptr, 0)) return;
+    p.notices.pop_front();
+  }
   while (!p.outgoing.empty() && post_outgoing(peer, p.outgoing.front()))
     p.outgoing.pop_front();
   if (p.failed) return;
@@ -50,15 +61,16 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
   if (item.step == Outgoing::Step::rendezvous_reply) {
     auto it = rendezvous_.find(item.id);
     if (it == rendezvous_.end()) return true;
-    const RendezvousRecv& r = it->second;
+    RendezvousRecv& r = it->second;
     wire::ReadyToReceive ready{r.send_id,
                                r.refused ? 0 : item.id,
                                reinterpret_cast<uint64_t>(r.buffer),
                                r.length,
                                r.registration ? r.registration->mr->rkey : 0,
-                               0};
+                               r.refusal};
     header.type = wire::Type::cts;
     posted = post_message(peer, header, &ready, sizeof(ready), nullptr, 0);
+    r.answered = posted;
     if (posted && r.refused) {
       --p.open_ops;
       rendezvous_.erase(it);
@@ -73,6 +85,7 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
     header.length = op.length;
     wire::RendezvousRequest request{item.id, 0};
     posted = post_message(peer, header, &request, sizeof(request), nullptr, 0);
+    op.request_posted = posted;
     counters_.rendezvous_sent += posted;
   }
   if (posted) --p.send_credits;
@@ -163,6 +176,7 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
     return false;
   }
   p.unacked.push_back({make_work_id(WorkKind::rdma_write, id), chunks, true});
+  op.writing = true;
   p.in_flight += chunks;
   cq_in_flight_ += chunks;
   --p.send_credits;

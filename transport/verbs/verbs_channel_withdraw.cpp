@@ -1,0 +1,138 @@
+// VerbsChannel, withdrawing operations (cancel) and hearing of a peer's withdrawals. Once
+// cancel() returns, neither this process nor the device touches a withdrawn operation's buffer:
+// a receive's registration is gone (a late RDMA write fails on the wire instead of landing, and
+// takes the connection with it: that peer's QP fails), and a send whose RDMA writes are posted
+// is waited for, since the device reads its buffer until they complete.
+#include "base/log.h"
+#include "transport/verbs/verbs_channel.h"
+
+namespace ibcoll::transport::verbs {
+namespace {
+
+bool in_range(uint64_t tag, uint64_t first, uint64_t last) {
+  return tag >= first && tag <= last;
+}
+
+}  // namespace
+
+Status VerbsChannel::withdrawn(int peer, const char* who) {
+  return Status(Code::peer_failed, "peer " + std::to_string(peer) + "'s " + who +
+                                       " gave the message up before it was delivered (its call "
+                                       "ended)");
+}
+
+void VerbsChannel::withdraw_receives(uint64_t first, uint64_t last) {
+  matches_.remove_posted(first, last,
+                         [this](int peer) { --peers_[static_cast<size_t>(peer)].open_ops; });
+  for (Peer& p : peers_) {  // a receive filling up part by part: the rest of it is dropped
+    if (!p.assembly || !p.assembly->posted) continue;
+    if (!in_range(p.assembly->tag, first, last)) continue;
+    p.assembly->posted.reset();
+    p.assembly->dropped = true;
+    --p.open_ops;
+  }
+  for (auto it = rendezvous_.begin(); it != rendezvous_.end();) {
+    RendezvousRecv& r = it->second;
+    if (!in_range(r.tag, first, last) || r.refused) {  // a refused one has ended already
+      ++it;
+      continue;
+    }
+    r.done = {};
+    if (r.registration) {
+      registrations_->invalidate(r.registration);
+      registrations_->release(r.registration);
+      r.registration = nullptr;
+    }
+    Peer& p = peers_[static_cast<size_t>(r.peer)];
+    if (!r.answered) {  // its answer, still queued, goes out as a refusal
+      r.refused = true;
+      r.refusal = wire::Refusal::withdrawn;
+      ++it;
+      continue;
+    }
+    p.notices.push_back({wire::Type::receive_withdrawn, r.tag, r.send_id});
+    --p.open_ops;
+    const int peer = r.peer;
+    it = rendezvous_.erase(it);
+    pump(peer);
+  }
+}
+
+void VerbsChannel::withdraw_sends(uint64_t first, uint64_t last) {
+  bool writing = false;
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    SendOp& op = it->second;
+    if (!in_range(op.tag, first, last) || !op.done) {  // no completion: withdrawn already
+      ++it;
+      continue;
+    }
+    op.done = {};
+    if (op.writing) {  // the device reads the buffer until the writes complete: wait below
+      writing = true;
+      ++it;
+      continue;
+    }
+    Peer& p = peers_[static_cast<size_t>(op.peer)];
+    if (op.request_posted) {
+      p.notices.push_back({wire::Type::send_withdrawn, op.tag, it->first});
+    } else if (op.sent > 0) {  // cut between its parts
+      p.notices.push_back({wire::Type::send_withdrawn, op.tag, 0});
+    }
+    if (op.registration) registrations_->release(op.registration);
+    --p.open_ops;
+    const int peer = op.peer;
+    it = sends_.erase(it);
+    pump(peer);
+  }
+  // Each write completes, or fails with its peer (the transport's retries, or unanswered
+  // keepalives: IBCOLL_KEEPALIVE), which takes the operation out of sends_.
+  const auto still_writing = [&] {
+    for (const auto& [id, op] : sends_) {
+      if (op.writing && in_range(op.tag, first, last)) return true;
+    }
+    return false;
+  };
+  while (writing && still_writing())
+    poll();
+}
+
+void VerbsChannel::on_send_withdrawn(int peer, uint64_t tag, uint32_t send_id) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  const Status why = withdrawn(peer, "sender");
+  if (send_id == 0) {  // an eager message cut between its parts
+    if (p.assembly && p.assembly->tag == tag) {
+      if (p.assembly->posted) {
+        completions_.add(std::move(p.assembly->posted->done), why, 0);
+        --p.open_ops;
+      }
+      p.assembly.reset();
+    }
+    return;
+  }
+  for (auto it = rendezvous_.begin(); it != rendezvous_.end(); ++it) {
+    RendezvousRecv& r = it->second;
+    if (r.peer != peer || r.send_id != send_id) continue;
+    completions_.add(std::move(r.done), why, 0);  // none if refused: it has ended
+    if (r.registration) registrations_->release(r.registration);
+    --p.open_ops;
+    rendezvous_.erase(it);  // a queued answer finds nothing to send
+    return;
+  }
+  // Not matched yet: the request waits among the arrivals, and a receive taking it fails.
+  matches_.for_each_unexpected(peer, [&](uint64_t, Arrival& a) {
+    if (a.type == wire::Type::rts && a.send_id == send_id) a.withdrawn = true;
+  });
+}
+
+void VerbsChannel::on_receive_withdrawn(int peer, uint32_t send_id) {
+  auto it = sends_.find(send_id);
+  if (it == sends_.end() || it->second.peer != peer) return;  // ended, or withdrawn here too
+  SendOp& op = it->second;
+  if (op.writing) return;  // posted before the news: it fails on the wire, with the connection
+  completions_.add(std::move(op.done), withdrawn(peer, "receiver"), 0);
+  if (op.registration) registrations_->release(op.registration);
+  --peers_[static_cast<size_t>(peer)].open_ops;
+  sends_.erase(it);  // a queued write finds nothing to send
+}
+
+}  // namespace ibcoll::transport::verbs
