@@ -52,7 +52,16 @@ struct Config {
   // `lookup` returns the value of a variable or null when unset (getenv by default).
   static Config from_environment(const std::function<const char*(const char*)>& lookup);
   static Config from_environment();
+
+  // The settings every rank of a job must have alike, else their calls go different ways and
+  // wait on each other forever (the transport and connection method, the eager part size,
+  // forced algorithms, call checks, slots): "VARIABLE=value" lines, values in one form.
+  std::string shared_settings() const;
 };
+
+// Error(invalid_argument) naming each setting on which a rank's shared_settings() differs from
+// rank 0's, and those ranks; `settings` is every rank's, by rank.
+void check_shared_settings(const std::vector<std::string>& settings);
 
 // Parsers shared by the table; each throws Error(invalid_argument) naming `name`.
 std::chrono::milliseconds parse_duration(const char* name, const std::string& text);

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "base/log.h"
+#include "runtime/bootstrap/set_up_exchange.h"
 #include "runtime/shm_endpoint.h"
 #ifdef IBCOLL_HAVE_VERBS
 #include "runtime/verbs_endpoint.h"
@@ -98,8 +99,8 @@ Context::~Context() {
 
 void Context::open_transports() {
   const Config& config = job_.config();
-  const std::string node = this_node(config);
-  nodes_ = job_.bootstrap().allgather("node", node);
+  std::string node;
+  nodes_ = exchange_set_up(job_.bootstrap(), "node", [&] { return node = this_node(config); });
   std::vector<int>& node_ranks = node_ranks_;
   for (int r = 0; r < job_.size(); ++r) {
     if (nodes_[static_cast<size_t>(r)] == node) node_ranks.push_back(r);

@@ -1,6 +1,7 @@
 #include "runtime/job.h"
 
 #include "runtime/bootstrap/local_launch.h"
+#include "runtime/bootstrap/set_up_exchange.h"
 #include "runtime/bootstrap/tcp_store.h"
 
 namespace ibcoll::runtime {
@@ -35,23 +36,21 @@ Job::Job(Start start, std::unique_ptr<Bootstrap>&& bootstrap)
       bootstrap_(std::move(bootstrap)),
       engine_(config_.wait) {}
 
-// One exchange: every rank's verdict on its configuration, and rank 0's fresh job secret.
+// One exchange: every rank's verdict on its configuration and the settings all must share,
+// and rank 0's fresh job secret (its part's first line).
 Job::Start Job::agree_on_start(Bootstrap& bootstrap) {
   Start start;
-  std::string mine;
-  try {
+  const std::vector<std::string> all = exchange_set_up(bootstrap, "start", [&] {
     start.config = configure();
-    mine = "ok:" + (bootstrap.rank() == 0 ? random_secret() : std::string());
-  } catch (const Error& e) {
-    mine = std::string("error:") + e.what();
-  }
-  const std::vector<std::string> all = bootstrap.allgather("start", mine);
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r].starts_with("error:")) {
-      throw Error(Code::invalid_argument, "rank " + std::to_string(r) + ": " + all[r].substr(6));
-    }
-  }
-  start.launch = identify(LaunchInfo{bootstrap.rank(), bootstrap.size(), all[0].substr(3)});
+    return (bootstrap.rank() == 0 ? random_secret() : std::string()) + "\n" +
+           start.config.shared_settings();
+  });
+  std::vector<std::string> settings;
+  for (const std::string& part : all)
+    settings.push_back(part.substr(part.find('\n') + 1));
+  check_shared_settings(settings);
+  start.launch =
+      identify(LaunchInfo{bootstrap.rank(), bootstrap.size(), all[0].substr(0, all[0].find('\n'))});
   return start;
 }
 

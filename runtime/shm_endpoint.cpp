@@ -5,6 +5,8 @@
 #include <functional>
 #include <numeric>
 
+#include "runtime/bootstrap/set_up_exchange.h"
+
 namespace ibcoll::runtime {
 
 // The name says which job and node it belongs to without revealing the job's secret.
@@ -27,15 +29,20 @@ std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
   const std::string name = segment_name_for(job.launch().secret, node);
   const size_t bytes = ShmChannel::segment_bytes(local_size);
   std::unique_ptr<SharedSegment> segment;
-  if (creator) segment = std::make_unique<SharedSegment>(SharedSegment::create(name, bytes));
-  job.bootstrap().barrier("shm-created");
-  if (!creator) {
-    segment =
-        std::make_unique<SharedSegment>(SharedSegment::open(name, bytes, job.config().timeout));
-  }
-  job.bootstrap().barrier("shm-attached");  // every rank has it mapped: the name can go
+  Bootstrap& bootstrap = job.bootstrap();
+  exchange_set_up(bootstrap, "shm-created", [&] {
+    if (creator) segment = std::make_unique<SharedSegment>(SharedSegment::create(name, bytes));
+    return std::string();
+  });
+  exchange_set_up(bootstrap, "shm-attached", [&] {  // every rank has it mapped: the name can go
+    if (!creator) {
+      segment =
+          std::make_unique<SharedSegment>(SharedSegment::open(name, bytes, job.config().timeout));
+    }
+    return std::string();
+  });
   if (creator) segment->unlink();
-  job.bootstrap().barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
+  bootstrap.barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
   return std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment),
                                       job.config().shm);
 }

@@ -3,17 +3,21 @@
 #include <cstring>
 
 #include "base/status.h"
+#include "runtime/bootstrap/set_up_exchange.h"
 
 namespace ibcoll::runtime {
 
 std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job) {
   using transport::verbs::EndpointAddress;
-  auto channel =
-      std::make_unique<transport::verbs::VerbsChannel>(job.rank(), job.size(), job.config().verbs);
-  const EndpointAddress mine = channel->local_address();
-  std::string bytes(sizeof(mine), '\0');
-  std::memcpy(bytes.data(), &mine, sizeof(mine));
-  const auto gathered = job.bootstrap().allgather("verbs-address", bytes);
+  std::unique_ptr<transport::verbs::VerbsChannel> channel;
+  const auto gathered = exchange_set_up(job.bootstrap(), "verbs-address", [&] {
+    channel = std::make_unique<transport::verbs::VerbsChannel>(job.rank(), job.size(),
+                                                               job.config().verbs);
+    const EndpointAddress mine = channel->local_address();
+    std::string bytes(sizeof(mine), '\0');
+    std::memcpy(bytes.data(), &mine, sizeof(mine));
+    return bytes;
+  });
   std::vector<EndpointAddress> all(gathered.size());
   for (size_t r = 0; r < all.size(); ++r) {
     if (gathered[r].size() != sizeof(EndpointAddress)) {

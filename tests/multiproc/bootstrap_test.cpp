@@ -4,6 +4,8 @@
 // inside ibcoll's waits, between forked ranks. Here the caller's
 // allgather runs over a separate TCP store, as an MPI library's would run over its own wires.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstring>
@@ -43,6 +45,13 @@ CallerWires connect_caller() {
   const runtime::Config config = runtime::Config::from_environment();
   return CallerWires{
       runtime::TcpStore(config.bootstrap, me.rank, me.size, me.secret, config.timeout)};
+}
+
+// Starts ibcoll over the caller's allgather; the status, with *context set on success.
+ibcoll_status_t init_with(CallerWires& wires, int me, int n, ibcoll_context_t* context) {
+  const ibcoll_bootstrap_t bootstrap{me, n, &CallerWires::allgather, &wires};
+  *context = nullptr;
+  return ibcoll_init_with(&bootstrap, context);
 }
 
 TEST(Bootstrap, InitWithTheCallersAllgatherAndCommunicatorsFromRanks) {
@@ -135,12 +144,56 @@ TEST(Bootstrap, BadConfigurationOnOneRankFailsEveryRank) {
   expect_all_ok(run_ranks(3, [](int me, int n) {
     CallerWires wires = connect_caller();
     if (me == 2) setenv("IBCOLL_TIMEOUT", "soon", 1);
-    const ibcoll_bootstrap_t bootstrap{me, n, &CallerWires::allgather, &wires};
     ibcoll_context_t context = nullptr;
-    RANK_CHECK(ibcoll_init_with(&bootstrap, &context) == IBCOLL_ERR_INVALID_ARGUMENT && !context,
-               "init went on with a badly configured rank");
-    RANK_CHECK(std::strstr(ibcoll_last_error(), "rank 2: ") &&
+    const ibcoll_status_t s = init_with(wires, me, n, &context);
+    RANK_CHECK(s == IBCOLL_ERR_INVALID_ARGUMENT && !context,
+               std::string("init: ") + ibcoll_status_name(s) + ": " + ibcoll_last_error());
+    RANK_CHECK(std::strstr(ibcoll_last_error(), "failed on rank 2") &&
                    std::strstr(ibcoll_last_error(), "IBCOLL_TIMEOUT"),
+               ibcoll_last_error());
+    return 0;
+  }));
+}
+
+// Rank 0 creates the node's shared segment, and here it cannot (its file size limit is too
+// small for the segment: ftruncate fails). Every rank's init fails at that same step, naming
+// rank 0 and the error, where the others used to wait in the caller's allgather for an
+// exchange rank 0 never joined.
+TEST(Bootstrap, ASetUpFailureOnOneRankFailsEveryRank) {
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "10s";
+  expect_all_ok(run_ranks(
+      3,
+      [](int me, int n) {
+        CallerWires wires = connect_caller();
+        if (me == 0) {
+          signal(SIGXFSZ, SIG_IGN);
+          const rlimit small{4096, 4096};
+          RANK_CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0, "setrlimit");
+        }
+        ibcoll_context_t context = nullptr;
+        const ibcoll_status_t s = init_with(wires, me, n, &context);
+        RANK_CHECK(s == IBCOLL_ERR_SYSTEM && !context,
+                   std::string("init: ") + ibcoll_status_name(s) + ": " + ibcoll_last_error());
+        RANK_CHECK(std::strstr(ibcoll_last_error(), "failed on rank 0") &&
+                       std::strstr(ibcoll_last_error(), "ftruncate"),
+                   ibcoll_last_error());
+        return 0;
+      },
+      options));
+}
+
+// One rank turns the slot region off where the others keep it: their calls would take
+// different ways (slot turns on some ranks, messages on others) and hang. Every rank's init
+// fails naming the setting and the rank that differs.
+TEST(Bootstrap, SettingsEveryRankMustShareAreChecked) {
+  expect_all_ok(run_ranks(3, [](int me, int n) {
+    CallerWires wires = connect_caller();
+    if (me == 1) setenv("IBCOLL_SHM_SLOTS", "0", 1);
+    ibcoll_context_t context = nullptr;
+    RANK_CHECK(init_with(wires, me, n, &context) == IBCOLL_ERR_INVALID_ARGUMENT && !context,
+               "init went on with ranks set differently");
+    RANK_CHECK(std::strstr(ibcoll_last_error(), "IBCOLL_SHM_SLOTS: rank 0 has 1, rank 1 has 0"),
                ibcoll_last_error());
     return 0;
   }));

@@ -3,6 +3,9 @@
 // a smaller sweep of types and sizes than on the host (emulation is slow), eager and rendezvous.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "collectives/registry.h"
 #include "tests/support/collectives.h"
 
@@ -57,6 +60,26 @@ TEST(VerbsCollectives, MismatchFailsEveryRank) {
                    ibcoll_last_error());
         RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, data.data(), 10, IBCOLL_FLOAT32, IBCOLL_SUM,
                                     r.world()) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        return 0;
+      },
+      options));
+}
+
+// One rank names a verbs device that does not exist: its set-up fails, and every other rank's
+// init fails at that same step, naming it, instead of waiting for an exchange it never joins.
+TEST(VerbsCollectives, ADeviceThatWillNotOpenOnOneRankFailsEveryRanksInit) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_TRANSPORT", "verbs"}, {"IBCOLL_TIMEOUT", "20s"}};
+  expect_all_ok(run_ranks(
+      3,
+      [](int me, int) {
+        if (me == 2) setenv("IBCOLL_DEVICE", "nosuch0", 1);
+        ibcoll_context_t context = nullptr;
+        const ibcoll_status_t s = ibcoll_init(&context);
+        RANK_CHECK(s != IBCOLL_SUCCESS && !context, "init went on without rank 2's device");
+        RANK_CHECK(std::strstr(ibcoll_last_error(), "failed on rank 2") &&
+                       std::strstr(ibcoll_last_error(), "nosuch0"),
                    ibcoll_last_error());
         return 0;
       },
