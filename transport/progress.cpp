@@ -54,12 +54,11 @@ void ProgressEngine::wait(FunctionRef<bool()> done, std::chrono::milliseconds bu
                           const char* what) {
   std::optional<Deadline> deadline;
   int idle = 0;
+  uint32_t rounds = 0;
   while (!done()) {
-    if (progress() > 0) {
-      idle = 0;
-      continue;
-    }
-    if (++idle % kPollsPerClockRead == 0) {
+    // Busy or idle: events that keep coming (a peer's traffic for other calls, a host
+    // library's progress) must not keep this wait from its deadline.
+    if (++rounds % kPollsPerClockRead == 0) {
       if (!deadline) {
         deadline.emplace(budget);
       } else if (deadline->expired()) {
@@ -67,6 +66,11 @@ void ProgressEngine::wait(FunctionRef<bool()> done, std::chrono::milliseconds bu
                                        std::to_string(budget.count()) + " ms (IBCOLL_TIMEOUT)");
       }
     }
+    if (progress() > 0) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
     if (policy_ == WaitPolicy::spin || idle < spin_polls_) continue;
     if (!deadline) deadline.emplace(budget);  // spinning may end before the first clock read
     if (policy_ == WaitPolicy::event) {

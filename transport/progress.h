@@ -50,8 +50,9 @@ class ProgressEngine {
   int progress();
 
   // Drives progress until done() is true. Throws Error(timeout) naming `what` once `budget`
-  // has passed. The clock is first read after a few idle polls (reading it costs more than a
-  // poll), so a wait that completes at once never touches it.
+  // has passed, however busy the pollers are. The clock is read every few rounds, the first
+  // time a few rounds in (reading it costs more than a poll), so a wait that completes at once
+  // never touches it.
   void wait(FunctionRef<bool()> done, std::chrono::milliseconds budget, const char* what);
 
   WaitPolicy policy() const { return policy_; }

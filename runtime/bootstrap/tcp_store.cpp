@@ -1,5 +1,6 @@
 #include "runtime/bootstrap/tcp_store.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -7,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -23,6 +25,15 @@ namespace {
 // Frames: u32 length of what follows, then a one-byte op and its body.
 constexpr char kHello = 'H', kAccepted = 'A', kRejected = 'R', kSet = 'S', kGet = 'G', kValue = 'V';
 constexpr uint32_t kMaxFrame = 64u << 20;
+// Before a client has presented the secret: the only frame it may send (a hello, whose secret
+// is short) and how long it may take, so a stranger can make the server hold neither memory
+// nor a connection for long (nor longer than IBCOLL_TIMEOUT); and how many such clients the
+// server keeps at once.
+constexpr uint32_t kMaxHelloFrame = 1024;
+constexpr auto kHelloDeadline = std::chrono::seconds(10);
+constexpr size_t kMaxStrangers = 256;
+// Replies a client has not read yet, at most: one that stops reading is dropped, never waited for.
+constexpr size_t kMaxUnread = size_t{4} * kMaxFrame;
 
 std::string frame(char op, const std::string& body) {
   const uint32_t length = static_cast<uint32_t>(body.size() + 1);
@@ -33,22 +44,40 @@ std::string frame(char op, const std::string& body) {
   return out;
 }
 
-void write_all(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw_errno("bootstrap: send", errno);
-    done += static_cast<size_t>(n);
+// Sends what the socket takes now (it is non-blocking): the bytes sent. Throws on an error.
+size_t send_some(int fd, const char* bytes, size_t size) {
+  while (true) {
+    const ssize_t n = ::send(fd, bytes, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    throw_errno("bootstrap: send", errno);
   }
 }
 
-// Takes one whole frame off the front of `buffer`, if there is one.
-bool take_frame(std::string& buffer, char& op, std::string& body) {
+// Waits until `fd` is ready for `events` or the deadline passes (signals do not cut it short);
+// false at the deadline.
+bool wait_for(int fd, short events, const Deadline& deadline) {
+  while (!deadline.expired()) {
+    pollfd p{fd, events, 0};
+    const int ready =
+        ::poll(&p, 1, static_cast<int>(std::max<long>(1, deadline.remaining().count())));
+    if (ready > 0) return true;
+    if (ready < 0 && errno != EINTR) throw_errno("bootstrap: poll", errno);
+  }
+  return false;
+}
+
+void set_nonblocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+// Takes one whole frame (of at most `max` bytes) off the front of `buffer`, if there is one.
+bool take_frame(std::string& buffer, char& op, std::string& body, uint32_t max = kMaxFrame) {
   if (buffer.size() < 4) return false;
   uint32_t length;
   std::memcpy(&length, buffer.data(), 4);
-  if (length == 0 || length > kMaxFrame) throw Error(Code::internal, "bootstrap: bad frame");
+  if (length == 0 || length > max) throw Error(Code::internal, "bootstrap: bad frame");
   if (buffer.size() < 4 + size_t{length}) return false;
   op = buffer[4];
   body = buffer.substr(5, length - 1);
@@ -98,7 +127,9 @@ std::pair<std::string, int> parse_host_port(const std::string& address) {
   return {host, static_cast<int>(port)};
 }
 
-// The server: one thread, poll() over the listener and the clients.
+// The server: one thread, poll() over the listener and the clients, every socket non-blocking:
+// a reply a client does not read yet waits in its own buffer, so one stalled client holds up
+// nobody else.
 class TcpStore::Server {
  public:
   Server(const std::string& host, int port, int size, std::string secret,
@@ -135,7 +166,8 @@ class TcpStore::Server {
  private:
   struct Client {
     int fd;
-    std::string in;
+    Clock::time_point arrived;
+    std::string in, out;  // received and not yet handled; to send, not yet taken by the socket
     bool authenticated = false;
   };
 
@@ -151,54 +183,94 @@ class TcpStore::Server {
       }
       std::vector<pollfd> fds{{listener_, POLLIN, 0}};
       for (auto& c : clients_)
-        fds.push_back({c.fd, POLLIN, 0});
-      if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
-      if (fds[0].revents & POLLIN) {
-        int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd >= 0) clients_.push_back({fd, {}});
-      }
+        fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
+      const int ready = ::poll(fds.data(), fds.size(), 50);
+      const auto now = Clock::now();
       for (size_t i = fds.size() - 1; i >= 1; --i) {
-        if (fds[i].revents && !serve(clients_[i - 1])) {
-          drop_waiter(clients_[i - 1].fd);
-          ::close(clients_[i - 1].fd);
-          clients_.erase(clients_.begin() + static_cast<long>(i - 1));
+        Client& c = clients_[i - 1];
+        const bool stranger_too_long =
+            !c.authenticated &&
+            now - c.arrived > std::min<Clock::duration>(kHelloDeadline, linger_);
+        if (stranger_too_long || (ready > 0 && fds[i].revents && !serve(c, fds[i].revents))) {
+          drop(i - 1);
         }
       }
+      if (ready > 0 && (fds[0].revents & POLLIN)) accept_client();  // after: it moves clients_
     }
   }
 
-  // Reads what the client sent; false when it hung up or misbehaved.
-  bool serve(Client& c) {
-    char chunk[4096];
-    ssize_t n = ::recv(c.fd, chunk, sizeof(chunk), 0);
-    if (n <= 0) return false;
-    c.in.append(chunk, static_cast<size_t>(n));
+  void accept_client() {
+    const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    const size_t strangers = static_cast<size_t>(std::count_if(
+        clients_.begin(), clients_.end(), [](const Client& c) { return !c.authenticated; }));
+    if (strangers >= kMaxStrangers) {  // the oldest stranger makes room
+      for (size_t i = 0; i < clients_.size(); ++i) {
+        if (!clients_[i].authenticated) {
+          drop(i);
+          break;
+        }
+      }
+    }
+    clients_.push_back({fd, Clock::now(), {}, {}});
+  }
+
+  void drop(size_t i) {
+    const int fd = clients_[i].fd;
+    for (auto& [key, fds] : waiters_)
+      std::erase(fds, fd);
+    ::close(fd);
+    clients_.erase(clients_.begin() + static_cast<long>(i));
+  }
+
+  // Queues a frame for `c` and sends what its socket takes now; false if it reads too little.
+  bool reply(Client& c, char op, const std::string& body) {
+    c.out += frame(op, body);
+    return flush(c);
+  }
+  bool flush(Client& c) {
+    c.out.erase(0, send_some(c.fd, c.out.data(), c.out.size()));
+    return c.out.size() <= kMaxUnread;
+  }
+
+  // Handles what happened on the client's socket; false when it hung up or misbehaved.
+  bool serve(Client& c, short revents) {
     try {
+      if ((revents & POLLOUT) && !flush(c)) return false;
+      if (!(revents & (POLLIN | POLLHUP | POLLERR))) return true;
+      char chunk[4096];
+      ssize_t n = ::recv(c.fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+      if (n <= 0) return false;
+      c.in.append(chunk, static_cast<size_t>(n));
       char op;
       std::string body;
-      while (take_frame(c.in, op, body)) {
+      while (take_frame(c.in, op, body, c.authenticated ? kMaxFrame : kMaxHelloFrame)) {
         if (!c.authenticated) {
           if (op != kHello || !secrets_equal(body, secret_)) {
             IBCOLL_LOG(warn, "bootstrap: rejected a client that did not present the job secret");
-            write_all(c.fd, frame(kRejected, ""));
+            reply(c, kRejected, "");
             return false;
           }
           c.authenticated = true;
           ++joined_;
-          write_all(c.fd, frame(kAccepted, ""));
+          if (!reply(c, kAccepted, "")) return false;
         } else if (op == kSet) {
           uint32_t key_length;
           if (body.size() < 4) return false;
           std::memcpy(&key_length, body.data(), 4);
           if (body.size() < 4 + size_t{key_length}) return false;
           std::string key = body.substr(4, key_length);
-          values_[key] = body.substr(4 + key_length);
-          for (int fd : waiters_[key])
-            write_all(fd, frame(kValue, values_[key]));
+          const std::string& value = values_[key] = body.substr(4 + key_length);
+          for (int fd : waiters_[key]) {
+            auto waiter = std::find_if(clients_.begin(), clients_.end(),
+                                       [&](const Client& w) { return w.fd == fd; });
+            if (waiter != clients_.end()) reply(*waiter, kValue, value);  // flushed in run()
+          }
           waiters_.erase(key);
         } else if (op == kGet) {
           if (auto it = values_.find(body); it != values_.end()) {
-            write_all(c.fd, frame(kValue, it->second));
+            if (!reply(c, kValue, it->second)) return false;
           } else {
             waiters_[body].push_back(c.fd);
           }
@@ -210,11 +282,6 @@ class TcpStore::Server {
       return false;
     }
     return true;
-  }
-
-  void drop_waiter(int fd) {
-    for (auto& [key, fds] : waiters_)
-      std::erase(fds, fd);
   }
 
   int size_;
@@ -264,6 +331,7 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
   }
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  set_nonblocking(fd_);  // every wait on it below has a deadline
   try {
     request(kHello, secret);
     reply();
@@ -283,7 +351,16 @@ void TcpStore::request(char op, const std::string& body) {
     throw Error(Code::peer_failed,
                 "bootstrap: the TCP store connection is unusable after an earlier timeout");
   }
-  write_all(fd_, frame(op, body));
+  const std::string bytes = frame(op, body);
+  const Deadline deadline(timeout_);
+  for (size_t done = 0; done < bytes.size();) {
+    done += send_some(fd_, bytes.data() + done, bytes.size() - done);
+    if (done < bytes.size() && !wait_for(fd_, POLLOUT, deadline)) {
+      broken_ = true;  // half a frame went out
+      throw Error(Code::timeout, "bootstrap: the TCP store took no request within " +
+                                     std::to_string(timeout_.count()) + " ms (IBCOLL_TIMEOUT)");
+    }
+  }
 }
 
 std::string TcpStore::reply() {
@@ -291,15 +368,14 @@ std::string TcpStore::reply() {
   char op;
   std::string body;
   while (!take_frame(in_, op, body)) {
-    pollfd p{fd_, POLLIN, 0};
-    int ready = ::poll(&p, 1, static_cast<int>(std::max<long>(1, deadline.remaining().count())));
-    if (ready == 0 || deadline.expired()) {
+    if (!wait_for(fd_, POLLIN, deadline)) {
       broken_ = true;  // a late answer would be taken for the next request's
       throw Error(Code::timeout, "bootstrap: the TCP store did not answer within " +
                                      std::to_string(timeout_.count()) + " ms (IBCOLL_TIMEOUT)");
     }
     char chunk[4096];
-    ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+    const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
     if (n <= 0) {
       throw Error(Code::peer_failed, "bootstrap: the TCP store closed the connection");
     }

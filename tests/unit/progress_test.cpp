@@ -69,6 +69,21 @@ TEST(Progress, WaitThatStopsSpinningAtOnceStillTimesOut) {
   }
 }
 
+// A poller that reports an event on every poll (traffic for other calls, say): a wait whose
+// own condition never holds still ends at its deadline, where it used to spin for ever.
+struct BusyPoller : Poller {
+  int poll() override { return 1; }
+};
+
+TEST(Progress, WaitAmongEndlessEventsStillTimesOut) {
+  for (auto policy : {WaitPolicy::spin, WaitPolicy::adaptive, WaitPolicy::event}) {
+    ProgressEngine engine(policy);
+    BusyPoller p;
+    engine.add(&p);
+    EXPECT_THROW(engine.wait([] { return false; }, std::chrono::milliseconds(50), "busy"), Error);
+  }
+}
+
 TEST(Progress, ParsesPolicies) {
   EXPECT_EQ(parse_wait_policy("spin"), WaitPolicy::spin);
   EXPECT_EQ(parse_wait_policy("event"), WaitPolicy::event);

@@ -1,8 +1,18 @@
 // TcpStore across real forked processes on loopback: allgather/barrier, waiting gets, the
-// job secret, and deadlines.
+// job secret, deadlines, and clients that misbehave (strangers, a client that stops reading,
+// signals during a wait).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "base/status.h"
 #include "runtime/bootstrap/launch_env.h"
@@ -18,6 +28,16 @@ using testing::run_ranks;
 TcpStore open_store(std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   LaunchInfo info = launch_info_from_environment();
   return TcpStore(std::getenv("IBCOLL_BOOTSTRAP"), info.rank, info.size, info.secret, timeout);
+}
+
+// A get of a key nobody sets ends with a timeout error.
+void expect_get_times_out(TcpStore& store) {
+  try {
+    store.get("never-set");
+    RANK_CHECK(false, "get of a missing key returned");
+  } catch (const Error& e) {
+    RANK_CHECK(e.status().code() == Code::timeout, e.what());
+  }
 }
 
 TEST(TcpStore, AllgatherAndBarrierAcrossProcesses) {
@@ -37,14 +57,76 @@ TEST(TcpStore, AllgatherAndBarrierAcrossProcesses) {
     EXPECT_TRUE(e.ok()) << describe(exits);
 }
 
+// A client of the store speaking the wire format by hand, as a stranger on the network would.
+class RawClient {
+ public:
+  RawClient() {
+    auto [host, port] = parse_host_port(std::getenv("IBCOLL_BOOTSTRAP"));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, host.c_str(), &address.sin_addr);
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    for (int i = 0; i < 200; ++i) {
+      if (connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    RANK_CHECK(false, "cannot reach the store");
+  }
+  ~RawClient() { close(fd_); }
+  // A frame as the store's: u32 length, op, body.
+  void send_frame(char op, const std::string& body) { send_bytes(frame(op, body)); }
+  void send_bytes(const std::string& bytes) {
+    RANK_CHECK(
+        ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()),
+        "send");
+  }
+  static std::string frame(char op, const std::string& body) {
+    const uint32_t length = static_cast<uint32_t>(body.size() + 1);
+    std::string out(reinterpret_cast<const char*>(&length), 4);
+    return out + op + body;
+  }
+  // Whether the store closes this connection within `wait` (reading and dropping replies).
+  bool closed_within(std::chrono::milliseconds wait) {
+    const auto end = std::chrono::steady_clock::now() + wait;
+    while (std::chrono::steady_clock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 20) <= 0) continue;
+      char chunk[4096];
+      if (recv(fd_, chunk, sizeof(chunk), 0) <= 0) return true;
+    }
+    return false;
+  }
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+// A stranger presenting a wrong secret is turned away, and what it sent along with its hello
+// (a value under a key the job uses) never reaches the store.
 TEST(TcpStore, WrongSecretIsRejected) {
   auto exits = run_ranks(2, [](int rank, int) {
+    if (rank == 1) {
+      RawClient stranger;
+      std::string key = "stolen";
+      const uint32_t key_length = static_cast<uint32_t>(key.size());
+      stranger.send_bytes(
+          RawClient::frame('H', "not-the-secret") +
+          RawClient::frame(
+              'S', std::string(reinterpret_cast<const char*>(&key_length), 4) + key + "forged"));
+      RANK_CHECK(stranger.closed_within(std::chrono::seconds(5)), "a wrong secret was kept");
+    }
     if (rank == 1) setenv("IBCOLL_JOB_SECRET", "not-the-secret", 1);
     try {
       TcpStore store = open_store(std::chrono::seconds(3));
       if (rank == 1) RANK_CHECK(false, "joined with a wrong secret");
-      // Rank 0 serves; it must not see rank 1's data.
-      store.set("ok", "1");
+      try {  // rank 0 serves: nothing of the strangers' is there
+        store.get("stolen");
+        RANK_CHECK(false, "a rejected client's value reached the store");
+      } catch (const Error& e) {
+        RANK_CHECK(e.status().code() == Code::timeout, e.what());
+      }
     } catch (const Error& e) {
       RANK_CHECK(rank == 1, e.what());
       RANK_CHECK(std::string(e.what()).find("IBCOLL_JOB_SECRET") != std::string::npos, e.what());
@@ -55,15 +137,81 @@ TEST(TcpStore, WrongSecretIsRejected) {
     EXPECT_TRUE(e.ok()) << describe(exits);
 }
 
+// Before the secret, a stranger can make the store hold neither much memory nor a connection
+// for long: a frame announcing 60 MiB is refused at once, and a silent connection is closed
+// after the store's timeout (here 1 s).
+TEST(TcpStore, StrangersAreBoundedInSizeAndTime) {
+  auto exits = run_ranks(2, [](int rank, int) {
+    if (rank == 0) {  // serves, with a timeout of 1 s
+      TcpStore store = open_store(std::chrono::seconds(1));
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      return 0;
+    }
+    RawClient big, silent;
+    const uint32_t huge = 60u << 20;
+    big.send_bytes(std::string(reinterpret_cast<const char*>(&huge), 4) + "H");
+    RANK_CHECK(big.closed_within(std::chrono::milliseconds(500)),
+               "a 60 MiB frame before the secret was not refused");
+    RANK_CHECK(silent.closed_within(std::chrono::milliseconds(2500)),
+               "a silent stranger was kept past the store's timeout");
+    TcpStore store = open_store(std::chrono::seconds(10));  // still serving the job
+    store.set("mine", "1");
+    RANK_CHECK(store.get("mine") == "1", "the store after the strangers");
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// A client that asks for a large value again and again and never reads the replies: the store
+// keeps them in that client's buffer (and drops it past a bound) instead of blocking in a
+// write, so the other ranks' exchanges go on.
+TEST(TcpStore, AStalledClientStallsNobody) {
+  auto exits = run_ranks(3, [](int rank, int) {
+    TcpStore store = open_store(std::chrono::seconds(10));
+    if (rank == 1) store.set("big", std::string(4 << 20, 'b'));
+    store.barrier("big is set");
+    if (rank == 2) {
+      RawClient reader_that_never_reads;
+      reader_that_never_reads.send_frame('H', std::getenv("IBCOLL_JOB_SECRET"));
+      for (int i = 0; i < 32; ++i)  // 128 MiB of replies, far beyond the socket's buffers
+        reader_that_never_reads.send_frame('G', "big");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      store.barrier("still served");
+    } else {
+      store.barrier("still served");
+    }
+    for (int i = 0; i < 20; ++i)
+      store.allgather("round-" + std::to_string(i), std::to_string(rank));
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// Signals arriving while a client waits for the store (a profiler's timer, say) do not make it
+// wait without a deadline: the get still ends at the timeout.
+TEST(TcpStore, AWaitInterruptedBySignalsStillTimesOut) {
+  auto exits = run_ranks(1, [](int, int) {
+    struct sigaction action {};
+    action.sa_handler = [](int) {};  // no SA_RESTART: poll and recv return EINTR
+    sigaction(SIGALRM, &action, nullptr);
+    const itimerval every_5ms{{0, 5000}, {0, 5000}};
+    setitimer(ITIMER_REAL, &every_5ms, nullptr);
+    TcpStore store = open_store(std::chrono::milliseconds(300));
+    expect_get_times_out(store);
+    const itimerval off{};
+    setitimer(ITIMER_REAL, &off, nullptr);
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
 TEST(TcpStore, MissingKeyTimesOutAndBadAddressIsNamed) {
   auto exits = run_ranks(1, [](int, int) {
     TcpStore store = open_store(std::chrono::milliseconds(300));
-    try {
-      store.get("never-set");
-      RANK_CHECK(false, "get of a missing key returned");
-    } catch (const Error& e) {
-      RANK_CHECK(e.status().code() == Code::timeout, e.what());
-    }
+    expect_get_times_out(store);
     try {
       store.get("another");
       RANK_CHECK(false, "the store was used after a timeout");
