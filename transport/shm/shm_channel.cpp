@@ -36,6 +36,12 @@ size_t ShmChannel::segment_bytes(int size) {
   return answers_end(size) + SlotRegion::bytes(size);
 }
 
+size_t ShmChannel::ring_offset(int from, int to, int size) {
+  return kControlBytes +
+         (static_cast<size_t>(from) * static_cast<size_t>(size) + static_cast<size_t>(to)) *
+             Ring::kBytes;
+}
+
 ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions options)
     : rank_(rank),
       size_(size),
@@ -58,9 +64,7 @@ ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions opt
   auto pair = [&](int from, int to) {
     return static_cast<size_t>(from) * static_cast<size_t>(size) + static_cast<size_t>(to);
   };
-  auto ring = [&](int from, int to) {
-    return Ring(segment_.data() + kControlBytes + pair(from, to) * Ring::kBytes);
-  };
+  auto ring = [&](int from, int to) { return Ring(segment_.data() + ring_offset(from, to, size)); };
   // The table of answers to `from`'s rendezvous with `to`.
   auto answers = [&](int from, int to) {
     return Answers(segment_.data() + rings_end(size) + pair(from, to) * Answers::kBytes);
@@ -187,6 +191,7 @@ int ShmChannel::drain(int peer) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   int fragments = 0;
   while (const std::byte* slot = p.from.slot_to_read()) {
+    if (p.failed) break;  // a peer that sent garbage: nothing more of it is read
     FragmentHeader header;
     std::memcpy(&header, slot, sizeof(header));
     on_fragment(peer, header, slot + sizeof(header));
@@ -276,6 +281,14 @@ int ShmChannel::collect_answers(int peer) {
 
 void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::byte* payload) {
   Peer& p = peers_[static_cast<size_t>(peer)];
+  const Incoming& in = p.incoming;
+  if (const std::string error =
+          fragment_error(header, in.active, in.received, in.total, max_message_size());
+      !error.empty()) {
+    return fail_peer(peer, Status(Code::peer_failed,
+                                  "peer " + std::to_string(peer) + " sent " + error + " (pid " +
+                                      std::to_string(pids()[peer]) + "): malformed"));
+  }
   switch (header.kind) {
     case Kind::rendezvous: {
       RemoteMessage remote;
@@ -349,7 +362,16 @@ void ShmChannel::on_data(int peer, const FragmentHeader& header, const std::byte
       in.posted = std::move(*posted);
     } else {
       in.unexpected = std::make_shared<Unexpected>();
-      in.unexpected->bytes = std::make_unique_for_overwrite<std::byte[]>(header.total);
+      try {
+        in.unexpected->bytes = std::make_unique_for_overwrite<std::byte[]>(header.total);
+      } catch (const std::bad_alloc&) {
+        in = Incoming{};
+        return fail_peer(peer, Status(Code::system_error,
+                                      "peer " + std::to_string(peer) + " sent a message of " +
+                                          std::to_string(header.total) +
+                                          " bytes with no receive posted, and there is no "
+                                          "memory to hold it"));
+      }
       in.unexpected->total = header.total;
       matches_.add_unexpected({peer, header.tag}, in.unexpected);
     }

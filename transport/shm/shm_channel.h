@@ -34,6 +34,7 @@
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
 #include "transport/shm/answers.h"
+#include "transport/shm/fragment.h"
 #include "transport/shm/options.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
@@ -45,6 +46,8 @@ class ShmChannel final : public Channel {
  public:
   // Bytes of the segment for `size` local ranks.
   static size_t segment_bytes(int size);
+  // Where the ring from local rank `from` to `to` lies in such a segment.
+  static size_t ring_offset(int from, int to, int size);
 
   // Every local rank passes the same (attached) segment.
   ShmChannel(int rank, int size, SharedSegment segment, ShmOptions options = {});
@@ -64,26 +67,8 @@ class ShmChannel final : public Channel {
   const SlotRegion& slots() const { return slots_; }
 
  private:
-  enum class Kind : uint32_t {
-    more,        // a later fragment of the message being copied through
-    first,       // the first fragment of a message for (peer, tag)
-    rendezvous,  // a message to read from the sender: tag, total, then a RemoteMessage
-    fallback,    // the first fragment of refused rendezvous `tag` (its id), copied through
-    aborted,     // the message being copied through, or refused rendezvous `tag`, was withdrawn
-  };
-  struct FragmentHeader {
-    uint64_t tag;    // or, for a fallback, the rendezvous id
-    uint64_t total;  // bytes of the whole message
-    uint32_t bytes;  // bytes in this fragment
-    Kind kind;
-  };
-  static constexpr size_t kFragmentPayload = Ring::kSlotBytes - sizeof(FragmentHeader);
+  using Kind = FragmentKind;
 
-  struct RemoteMessage {
-    uint64_t id;       // the sender's, to answer with
-    uint64_t address;  // where the bytes lie in the sender
-    uint64_t length;
-  };
   struct SendOp {
     Kind kind;        // of the first fragment: first, rendezvous, fallback or aborted
     uint64_t tag;     // the message's

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "transport/verbs/cm_id_peer.h"
 
 namespace ibcoll::transport::verbs {
 namespace {
@@ -38,7 +39,7 @@ sockaddr* as_sockaddr(sockaddr_storage& s) {
 }
 
 int peer_of(const rdma_cm_id* id) {
-  return static_cast<int>(reinterpret_cast<intptr_t>(id->context));
+  return cm_peer_of(id->context);
 }
 
 }  // namespace
@@ -109,7 +110,7 @@ void RdmaCmConnector::connect(int peer) {
     throw Error(Code::internal, "connect before the peer addresses were exchanged");
   }
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(events_, &id, reinterpret_cast<void*>(intptr_t{peer}), RDMA_PS_TCP)) {
+  if (rdma_create_id(events_, &id, cm_context_of(peer), RDMA_PS_TCP)) {
     throw_errno("rdma_create_id", errno);
   }
   const EndpointAddress& remote = address_of(peer);
@@ -178,7 +179,9 @@ void RdmaCmConnector::tick(Clock::time_point now) {
     try {
       handle(*event, retire);
     } catch (const Error& e) {
-      if (event->id != listen_id_ && event->id->context) fail(peer_of(event->id), e.what());
+      if (const int peer = peer_of(event->id); event->id != listen_id_ && peer >= 0) {
+        fail(peer, e.what());
+      }
     }
     rdma_ack_cm_event(event);
     for (rdma_cm_id* id : retire)
@@ -273,7 +276,7 @@ void RdmaCmConnector::on_connect_request(rdma_cm_event& event, std::vector<rdma_
     ++stats_.handshakes_dropped;
     return;
   }
-  id->context = reinterpret_cast<void*>(intptr_t{peer});
+  id->context = cm_context_of(peer);
   create_queue_pair(id, peer, l->caps);
   rdma_conn_param param = connect_param();
   if (rdma_accept(id, &param)) {

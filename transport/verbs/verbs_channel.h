@@ -125,6 +125,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     bool refused = false;
     wire::Refusal refusal = wire::Refusal::unregistrable;
     bool answered = false;  // the sender has our address and key
+    size_t received = 0;    // bytes its RDMA writes (with immediate) have brought so far
   };
   // An eager message arriving in parts from one peer: into the receive it matched, or, if none
   // was posted, into `held` (it becomes an unexpected arrival once whole). A receive cancelled

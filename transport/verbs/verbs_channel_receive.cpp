@@ -36,13 +36,23 @@ void VerbsChannel::on_receive(const ibv_wc& wc) {
   if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
     ++p.credits_to_return;
     auto it = rendezvous_.find(ntohl(wc.imm_data));
-    if (it != rendezvous_.end() && it->second.peer == peer) {
+    if (it != rendezvous_.end() && it->second.peer == peer && !it->second.refused) {
       RendezvousRecv& r = it->second;
-      if (r.registration) registrations_->release(r.registration);
-      counters_.bytes_received += r.length;
-      completions_.add(std::move(r.done), receive_status(peer, r.offered, r.length), r.length);
-      --p.open_ops;
-      rendezvous_.erase(it);
+      r.received += wc.byte_len;
+      if (r.received > r.length) {
+        srq_->release(index);
+        return fail_peer(
+            peer, Status(Code::peer_failed,
+                         "peer " + std::to_string(peer) + " wrote " + std::to_string(r.received) +
+                             " bytes into a receive of " + std::to_string(r.length)));
+      }
+      if (r.received == r.length) {
+        if (r.registration) registrations_->release(r.registration);
+        counters_.bytes_received += r.length;
+        completions_.add(std::move(r.done), receive_status(peer, r.offered, r.length), r.length);
+        --p.open_ops;
+        rendezvous_.erase(it);
+      }
     }
   } else {
     on_message(peer, srq_->buffer(index), wc.byte_len);
@@ -64,6 +74,11 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
 
   switch (header->type) {
     case wire::Type::eager:
+      if (p.assembly) {  // the parts of one message come back to back: this peer is broken
+        return fail_peer(
+            peer, Status(Code::peer_failed, "peer " + std::to_string(peer) +
+                                                " began a message before finishing its last one"));
+      }
       if (header->more > 0) {
         start_assembly(peer, header->tag, header->length + header->more);
         add_part(peer, body, header->length);
@@ -146,9 +161,6 @@ void VerbsChannel::deliver_eager(int peer, PostedRecv& recv, const std::byte* pa
 // message would; the receive stays open (on the peer) until the last part is in.
 void VerbsChannel::start_assembly(int peer, uint64_t tag, size_t total) {
   Peer& p = peers_[static_cast<size_t>(peer)];
-  if (p.assembly) {
-    IBCOLL_LOG(warn, "peer " << peer << " began an eager message before finishing the last");
-  }
   Assembly& a = p.assembly.emplace(Assembly{tag, total, 0, std::nullopt, {}});
   a.posted = matches_.take_posted({peer, tag});
   if (!a.posted) a.held.resize(total);
@@ -198,7 +210,7 @@ void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint64_t tag
   const uint32_t id = new_id();
   rendezvous_.emplace(
       id, RendezvousRecv{peer, tag, recv.buffer, length, offered, send_id, std::move(recv.done),
-                         registration, refused, wire::Refusal::unregistrable, false});
+                         registration, refused, wire::Refusal::unregistrable, false, 0});
   Peer& p = peers_[static_cast<size_t>(peer)];
   ++p.open_ops;
   p.outgoing.push_back({Outgoing::Step::rendezvous_reply, id});

@@ -130,7 +130,8 @@ bool VerbsChannel::post_eager_parts(int peer, std::unordered_map<uint32_t, SendO
 }
 
 // The rendezvous data: RDMA writes (chunked at the port's largest message) into the buffer
-// the receiver announced, the last one with the receiver's id as immediate data.
+// the receiver announced, each with the receiver's id as immediate data, so the receiver adds
+// up what came and completes at exactly its length (each one takes a credit).
 bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   auto it = sends_.find(id);
@@ -141,6 +142,10 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
   const auto chunks = static_cast<uint32_t>(std::max<size_t>(1, (length + chunk - 1) / chunk));
   if (!has_room(peer, chunks)) {
     starved_ |= cq_in_flight_ >= cq_budget_;
+    return false;
+  }
+  if (p.send_credits < chunks) {
+    ++counters_.credit_stalls;
     return false;
   }
   try {
@@ -161,7 +166,7 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
     wrs[i].wr_id = make_work_id(WorkKind::rdma_write, id);
     wrs[i].sg_list = bytes > 0 ? &sges[i] : nullptr;
     wrs[i].num_sge = bytes > 0 ? 1 : 0;
-    wrs[i].opcode = i + 1 == chunks ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+    wrs[i].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wrs[i].send_flags = i + 1 == chunks ? IBV_SEND_SIGNALED : 0;
     wrs[i].imm_data = htonl(op.target.recv_id);
     wrs[i].wr.rdma.remote_addr = op.target.address + offset;
@@ -179,7 +184,7 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
   op.writing = true;
   p.in_flight += chunks;
   cq_in_flight_ += chunks;
-  --p.send_credits;
+  p.send_credits -= chunks;
   counters_.bytes_sent += length;
   return true;
 }
