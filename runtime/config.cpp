@@ -1,5 +1,7 @@
 #include "runtime/config.h"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -33,6 +35,8 @@ const Variable kVariables[] = {
     {"IBCOLL_DEVICE", "", "verbs device as name[:port]; empty: first active port"},
     {"IBCOLL_GID_INDEX", "auto", "RoCE GID index; auto prefers an IPv4-mapped RoCE v2 GID"},
     {"IBCOLL_XRC", "auto", "XRC shared receive queues: auto|on|off"},
+    {"IBCOLL_XRC_DIR", "",
+     "private directory (0700) of the per-job XRC domain files; empty: /tmp/ibcoll-UID"},
     {"IBCOLL_CM", "ud", "connection set-up: ud (handshake over a UD QP)|rdmacm"},
     {"IBCOLL_EAGER_LIMIT", "64K", "largest message sent by copy; larger ones by RDMA write"},
     {"IBCOLL_EAGER_BUFFER", "8K",
@@ -220,6 +224,11 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   v.gid_index =
       gid == "auto" ? -1 : static_cast<int>(parse_integer("IBCOLL_GID_INDEX", gid, 0, 65535));
   v.xrc = transport::verbs::parse_xrc_mode(get("IBCOLL_XRC"));
+  c.xrc_dir = get("IBCOLL_XRC_DIR");
+  if (c.xrc_dir.empty()) c.xrc_dir = "/tmp/ibcoll-" + std::to_string(geteuid());
+  if (c.xrc_dir.front() != '/') {
+    throw Error(Code::invalid_argument, "IBCOLL_XRC_DIR: '" + c.xrc_dir + "' is not absolute");
+  }
   v.connect = transport::verbs::parse_connect_mode(get("IBCOLL_CM"));
   v.eager_limit = parse_size("IBCOLL_EAGER_LIMIT", get("IBCOLL_EAGER_LIMIT"));
   if (v.eager_limit > transport::wire::kMaxEagerBytes) {

@@ -47,6 +47,7 @@ struct Config {
   transport::shm::ShmOptions shm;
 #ifdef IBCOLL_HAVE_VERBS
   transport::verbs::Options verbs;
+  std::string xrc_dir;  // where the per-job XRC domain files go
 #endif
 
   // `lookup` returns the value of a variable or null when unset (getenv by default).

@@ -1,18 +1,27 @@
 #include "runtime/verbs_endpoint.h"
 
+#include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "base/status.h"
 #include "runtime/bootstrap/set_up_exchange.h"
 
 namespace ibcoll::runtime {
 
+std::string xrc_domain_file(const Config& config, const std::string& job) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "/xrcd-%016zx", std::hash<std::string>()(job));
+  return config.xrc_dir + name;
+}
+
 std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job) {
   using transport::verbs::EndpointAddress;
   std::unique_ptr<transport::verbs::VerbsChannel> channel;
+  transport::verbs::Options options = job.config().verbs;
+  options.xrc_domain_file = xrc_domain_file(job.config(), job.launch().secret);
   const auto gathered = exchange_set_up(job.bootstrap(), "verbs-address", [&] {
-    channel = std::make_unique<transport::verbs::VerbsChannel>(job.rank(), job.size(),
-                                                               job.config().verbs);
+    channel = std::make_unique<transport::verbs::VerbsChannel>(job.rank(), job.size(), options);
     const EndpointAddress mine = channel->local_address();
     std::string bytes(sizeof(mine), '\0');
     std::memcpy(bytes.data(), &mine, sizeof(mine));

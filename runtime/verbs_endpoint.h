@@ -13,6 +13,10 @@ namespace ibcoll::runtime {
 // Every rank of the job calls it (the address exchange spans the job).
 std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job);
 
+// The XRC domain file of the job `job` (any string that names it alike on every rank, such as
+// its secret: only a digest of it appears) in IBCOLL_XRC_DIR.
+std::string xrc_domain_file(const Config& config, const std::string& job);
+
 class VerbsEndpoint : public Job {
  public:
   VerbsEndpoint();

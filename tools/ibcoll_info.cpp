@@ -1,13 +1,17 @@
 // ibcoll_info: prints the configuration table (every IBCOLL_* variable, its default and its
 // current value), the algorithm table with what the selection picks by size, and, when a verbs
 // device is present, what the transport would use.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "base/status.h"
 #include "collectives/select.h"
 #include "runtime/config.h"
 #ifdef IBCOLL_HAVE_VERBS
+#include "runtime/verbs_endpoint.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/xrc_domain.h"
 #endif
@@ -49,8 +53,9 @@ int main() {
                 static_cast<long long>(config.timeout.count()));
 #ifdef IBCOLL_HAVE_VERBS
     transport::verbs::Device device(config.verbs.device, config.verbs.gid_index);
-    auto xrc = transport::verbs::open_xrc_domain(device, transport::verbs::XrcMode::automatic,
-                                                 config.verbs.xrc_domain_file);
+    auto xrc = transport::verbs::open_xrc_domain(
+        device, transport::verbs::XrcMode::automatic,
+        runtime::xrc_domain_file(config, "ibcoll_info " + std::to_string(getpid())));
     std::printf("verbs: device %s port %d, %s, GID index %d, receive sharing: %s\n",
                 device.name().c_str(), device.port(), device.is_ethernet() ? "RoCE" : "InfiniBand",
                 device.gid_index(),

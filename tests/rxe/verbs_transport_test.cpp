@@ -3,19 +3,23 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/log.h"
 #include "base/status.h"
 #include "runtime/verbs_endpoint.h"
 #include "tests/support/exchange.h"
@@ -27,6 +31,22 @@ namespace ibcoll::testing {
 namespace {
 
 using transport::verbs::live_objects;
+
+// What `body` logs (ibcoll's log goes to stderr).
+std::string log_of(const std::function<void()>& body) {
+  char path[] = "/tmp/ibcoll-log-XXXXXX";
+  const int fd = mkstemp(path);
+  const int saved_stderr = dup(2);
+  dup2(fd, 2);
+  body();
+  dup2(saved_stderr, 2);
+  close(saved_stderr);
+  close(fd);
+  std::ifstream in(path);
+  std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  unlink(path);
+  return log;
+}
 
 // The all-to-all exchange over verbs, then the one-SRQ-per-process and on-demand rules.
 int all_to_all(const std::vector<size_t>& sizes) {
@@ -202,36 +222,30 @@ TEST(VerbsTransport, SilentPeerFailsTheHandshakeAfterRetries) {
   expect_all_ok(exits);
 }
 
-// Soft-RoCE has no XRC: auto falls back to RC on one SRQ; on is a clear error naming the
-// device and errno, and leaves nothing behind.
+// Soft-RoCE has no XRC: auto falls back to RC on one SRQ and says so; on is a clear error
+// naming the device and errno, and leaves nothing behind. The job's XRC domain file sits in a
+// private directory (made 0700) and is gone once the attempt is over.
 TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
   RankOptions options;
   options.environment["IBCOLL_LOG"] = "info";
+  options.environment["IBCOLL_XRC_DIR"] = "/tmp/ibcoll-xrc-test-" + std::to_string(getpid());
   auto exits = run_ranks(
       1,
       [](int, int) {
-        {
-          // Capture the log: auto must say which path it took.
-          char log_path[] = "/tmp/ibcoll-xrc-log-XXXXXX";
-          const int log_fd = mkstemp(log_path);
-          const int saved_stderr = dup(2);
-          dup2(log_fd, 2);
-          {
-            runtime::VerbsEndpoint r;
-            RANK_CHECK(!r.channel().uses_xrc(), "XRC reported on a device without it");
-          }
-          dup2(saved_stderr, 2);
-          std::ifstream in(log_path);
-          const std::string log((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
-          unlink(log_path);
-          RANK_CHECK(log.find("XRC unavailable (ibv_open_xrcd on rxe0") != std::string::npos &&
-                         log.find("using per-peer RC QPs on one shared SRQ") != std::string::npos,
-                     "the fallback was not logged: " + log);
-        }
+        const std::string dir = std::getenv("IBCOLL_XRC_DIR");
+        const std::string log = log_of([] { runtime::VerbsEndpoint r; });
+        RANK_CHECK(log.find("XRC unavailable (ibv_open_xrcd on rxe0") != std::string::npos &&
+                       log.find("using per-peer RC QPs on one shared SRQ") != std::string::npos,
+                   "the fallback was not logged: " + log);
+        struct stat info {};
+        RANK_CHECK(lstat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode) &&
+                       (info.st_mode & 0777) == 0700,
+                   "the XRC directory is not a private directory");
+        RANK_CHECK(rmdir(dir.c_str()) == 0, "the XRC domain file was left behind in " + dir);
         RANK_CHECK(live_objects().qps == 0 && live_objects().contexts == 0, "leak after close");
         transport::verbs::Options xrc_on;
         xrc_on.xrc = transport::verbs::XrcMode::on;
+        xrc_on.xrc_domain_file = dir + "/xrcd-on";
         try {
           transport::verbs::VerbsChannel channel(0, 1, xrc_on);
           RANK_CHECK(false, "IBCOLL_XRC=on succeeded on a device without XRC");
@@ -243,6 +257,7 @@ TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
                          m.find("errno 95") != std::string::npos,
                      m);
         }
+        rmdir(dir.c_str());
         const auto& live = live_objects();
         RANK_CHECK(live.contexts == 0 && live.pds == 0 && live.cqs == 0 && live.srqs == 0 &&
                        live.xrcds == 0,
@@ -250,6 +265,42 @@ TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
         return 0;
       },
       options);
+  expect_all_ok(exits);
+}
+
+// The XRC domain file cannot be opened (a directory sits where it goes), or its directory is
+// open to others: auto goes on with RC and logs why, where it used to abort the transport's
+// set-up; on is an error naming the file or the directory.
+TEST(VerbsTransport, XrcFileTroubleFallsBackInAutoAndFailsInOn) {
+  auto exits = run_ranks(1, [](int, int) {
+    const std::string dir = "/tmp/ibcoll-xrc-trouble-" + std::to_string(getpid());
+    RANK_CHECK(mkdir(dir.c_str(), 0700) == 0 && mkdir((dir + "/blocked").c_str(), 0700) == 0,
+               "mkdir");
+    const std::string open_to_all = dir + "/open";
+    RANK_CHECK(mkdir(open_to_all.c_str(), 0777) == 0 && chmod(open_to_all.c_str(), 0777) == 0,
+               "mkdir");
+    for (const std::string& file : {dir + "/blocked", open_to_all + "/xrcd"}) {
+      transport::verbs::Options options;
+      options.xrc_domain_file = file;
+      const std::string log = log_of([&] {
+        log::set_level(log::Level::info);
+        transport::verbs::VerbsChannel channel(0, 1, options);
+      });
+      RANK_CHECK(log.find("XRC unavailable") != std::string::npos, file + ": " + log);
+      options.xrc = transport::verbs::XrcMode::on;
+      try {
+        transport::verbs::VerbsChannel channel(0, 1, options);
+        RANK_CHECK(false, "IBCOLL_XRC=on went on with " + file);
+      } catch (const Error& e) {
+        const std::string named = file.find("blocked") != std::string::npos ? file : open_to_all;
+        RANK_CHECK(std::string(e.what()).find(named) != std::string::npos, e.what());
+      }
+    }
+    rmdir((dir + "/blocked").c_str());
+    rmdir(open_to_all.c_str());
+    rmdir(dir.c_str());
+    return 0;
+  });
   expect_all_ok(exits);
 }
 

@@ -27,7 +27,7 @@ struct Options {
   std::chrono::milliseconds handshake_retry{200};  // resend an unanswered handshake
   std::chrono::milliseconds keepalive{1000};       // probe a quiet peer we wait on
   bool event_channel = false;   // create a completion channel (IBCOLL_WAIT=event)
-  std::string xrc_domain_file;  // shared by the job's processes on a node; empty: default
+  std::string xrc_domain_file;  // the job's, shared by its processes on a node (xrc_domain.h)
 };
 
 const char* xrc_mode_name(XrcMode mode);

@@ -80,7 +80,6 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
 
   ChannelCounters counters() const;
   const Device& device() const { return *device_; }
-  bool uses_xrc() const { return xrc_ != nullptr; }
 
  private:
   static constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);

@@ -1,7 +1,11 @@
-// XrcDomain: the XRC domain that the job's processes on one node share, opened on a per-node
-// file. Devices without XRC (Soft-RoCE) refuse it with EOPNOTSUPP; open_xrc_domain() then
-// returns null for IBCOLL_XRC=auto (the caller falls back to per-peer RC QPs on one SRQ) and
-// throws a clear not_supported error for IBCOLL_XRC=on.
+// XrcDomain: the XRC domain that a job's processes on one node share, opened on one file per job
+// and node (ibv_open_xrcd ties processes to a domain through the file's inode). The file lives
+// in a private directory (made 0700 if missing; refused unless it is a real directory owned by
+// this user and closed to others) and is opened without following links, so another job or
+// user can neither share nor replace it; it is unlinked when the domain closes.
+// Devices without XRC (Soft-RoCE) refuse the domain with EOPNOTSUPP. open_xrc_domain() returns
+// null for IBCOLL_XRC=auto on any failure (the caller falls back to per-peer RC QPs on one SRQ,
+// and the log says why) and throws a clear not_supported error for IBCOLL_XRC=on.
 #pragma once
 
 #include <memory>
@@ -15,18 +19,21 @@ namespace ibcoll::transport::verbs {
 
 class XrcDomain {
  public:
-  XrcDomain(XrcDomainHandle xrcd, int fd) : xrcd_(std::move(xrcd)), fd_(fd) {}
+  // Throws Error(system_error or not_supported) naming the file or the device.
+  XrcDomain(const Device& device, const std::string& path);
   ~XrcDomain();
   XrcDomain(const XrcDomain&) = delete;
   XrcDomain& operator=(const XrcDomain&) = delete;
   ibv_xrcd* get() const { return xrcd_.get(); }
 
  private:
+  std::string path_;
+  int fd_ = -1;
   XrcDomainHandle xrcd_;
-  int fd_;
 };
 
+// `path`: the job's file on this node (Options::xrc_domain_file).
 std::unique_ptr<XrcDomain> open_xrc_domain(const Device& device, XrcMode mode,
-                                           const std::string& file);
+                                           const std::string& path);
 
 }  // namespace ibcoll::transport::verbs
