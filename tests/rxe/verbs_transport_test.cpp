@@ -24,7 +24,11 @@
 #include "runtime/verbs_endpoint.h"
 #include "tests/support/exchange.h"
 #include "tests/support/forked_ranks.h"
+#include "transport/verbs/completion_queue.h"
 #include "transport/verbs/device.h"
+#include "transport/verbs/mr_cache.h"
+#include "transport/verbs/queue_pair.h"
+#include "transport/verbs/receive_queue.h"
 #include "transport/verbs/xrc_domain.h"
 
 namespace ibcoll::testing {
@@ -299,6 +303,57 @@ TEST(VerbsTransport, XrcFileTroubleFallsBackInAutoAndFailsInOn) {
     rmdir((dir + "/blocked").c_str());
     rmdir(open_to_all.c_str());
     rmdir(dir.c_str());
+    return 0;
+  });
+  expect_all_ok(exits);
+}
+
+// Registrations grant no more than their use needs: through a pair of RC QPs joined in this
+// process, an RDMA write into a buffer registered as a rendezvous receive's target lands, and
+// one into a buffer registered to be sent from (the rendezvous sender's, the send slots') fails
+// with a remote access error, where every registration used to allow remote writes.
+TEST(VerbsTransport, RegistrationsGrantPeersNoMoreThanTheyNeed) {
+  using namespace transport::verbs;
+  auto exits = run_ranks(1, [](int, int) {
+    Device device("", -1);
+    ProtectionDomain pd = allocate_pd(device.context());
+    CompletionQueue cq(device.context(), 64, false);
+    SharedReceiveQueue srq(device.context(), pd.get(), 16, 256, nullptr, nullptr);
+    RcQueuePair writer(pd.get(), cq.get(), srq.get(), 16, device);
+    RcQueuePair target(pd.get(), cq.get(), srq.get(), 16, device);
+    writer.connect(device.address(), target.qp_num(), target.psn());
+    target.connect(device.address(), writer.qp_num(), writer.psn());
+    RegistrationCache registrations(pd.get(), false, 0);
+    std::vector<std::byte> source(4096, std::byte{7}), landing(4096), sent_from(4096);
+    auto* from = registrations.acquire(source.data(), source.size(), Access::device_reads);
+    auto* open = registrations.acquire(landing.data(), landing.size(), Access::peer_writes);
+    auto* closed = registrations.acquire(sent_from.data(), sent_from.size(), Access::device_reads);
+    auto write_into = [&](std::vector<std::byte>& into, RegistrationCache::Entry* entry) {
+      ibv_sge sge{reinterpret_cast<uint64_t>(source.data()), 4096, from->mr->lkey};
+      ibv_send_wr wr{};
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(into.data());
+      wr.wr.rdma.rkey = entry->mr->rkey;
+      ibv_send_wr* bad = nullptr;
+      RANK_CHECK(ibv_post_send(writer.get(), &wr, &bad) == 0, "ibv_post_send");
+      ibv_wc wc{};
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (cq.poll(&wc, 1) == 0)
+        RANK_CHECK(std::chrono::steady_clock::now() < end, "no completion");
+      return wc.status;
+    };
+    RANK_CHECK(write_into(landing, open) == IBV_WC_SUCCESS && landing[0] == std::byte{7},
+               "a write into a rendezvous target did not land");
+    const ibv_wc_status refused = write_into(sent_from, closed);
+    RANK_CHECK(
+        refused == IBV_WC_REM_ACCESS_ERR,
+        std::string("a write into memory registered to send from: ") + ibv_wc_status_str(refused));
+    RANK_CHECK(sent_from[0] == std::byte{0}, "bytes landed in memory registered to send from");
+    for (auto* entry : {from, open, closed})
+      registrations.release(entry);
     return 0;
   });
   expect_all_ok(exits);

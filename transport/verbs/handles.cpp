@@ -26,9 +26,8 @@ ProtectionDomain allocate_pd(ibv_context* context) {
   return pd;
 }
 
-MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length) {
-  constexpr int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  MemoryRegion mr(ibv_reg_mr(pd, address, length, access));
+MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length, Access access) {
+  MemoryRegion mr(ibv_reg_mr(pd, address, length, static_cast<int>(access)));
   if (!mr) throw_errno("ibv_reg_mr of " + std::to_string(length) + " bytes", errno);
   ++live_objects().mrs;
   return mr;

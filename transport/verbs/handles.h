@@ -46,8 +46,16 @@ using XrcDomainHandle =
 
 // Each creator throws Error(system_error) naming the call and errno on failure.
 ProtectionDomain allocate_pd(ibv_context* context);
-// Registers [address, address + length) for local and remote write.
-MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length);
+// What a registration lets the device do, at the least each use needs: a peer can reach only
+// memory registered for remote write, which ibcoll grants a rendezvous receive's buffer alone,
+// for as long as its transfer runs (longer only with IBCOLL_MR_CACHE).
+enum class Access : int {
+  device_reads = 0,                                                // what is sent from it
+  device_writes = IBV_ACCESS_LOCAL_WRITE,                          // what is received into it
+  peer_writes = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,  // an RDMA write's target
+};
+// Registers [address, address + length) with `access`.
+MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length, Access access);
 QueuePairHandle create_qp(ibv_pd* pd, ibv_qp_init_attr& init);  // init.cap is read back
 AddressHandle create_ah(ibv_pd* pd, ibv_ah_attr& attr);
 

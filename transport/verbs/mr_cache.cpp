@@ -10,7 +10,14 @@ RegistrationCache::~RegistrationCache() {
   entries_.clear();
 }
 
-RegistrationCache::Entry* RegistrationCache::acquire(const void* address, size_t length) {
+namespace {
+bool covers(Access granted, Access wanted) {
+  return (static_cast<int>(granted) & static_cast<int>(wanted)) == static_cast<int>(wanted);
+}
+}  // namespace
+
+RegistrationCache::Entry* RegistrationCache::acquire(const void* address, size_t length,
+                                                     Access access) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(address);
   const uintptr_t end = begin + length;
   if (enabled_) {
@@ -19,7 +26,7 @@ RegistrationCache::Entry* RegistrationCache::acquire(const void* address, size_t
     auto it = entries_.upper_bound(begin);
     if (it != entries_.begin()) {
       Entry& e = std::prev(it)->second;
-      if (e.valid && e.begin <= begin && end <= e.end) {
+      if (e.valid && e.begin <= begin && end <= e.end && covers(e.access, access)) {
         if (e.users++ == 0) idle_.erase(e.lru);
         ++stats_.hits;
         return &e;
@@ -31,16 +38,16 @@ RegistrationCache::Entry* RegistrationCache::acquire(const void* address, size_t
   const uintptr_t page_begin = begin & ~(kPage - 1);
   const uintptr_t page_end = (end + kPage - 1) & ~(kPage - 1);
   MemoryRegion mr =
-      register_memory(pd_, reinterpret_cast<void*>(page_begin), page_end - page_begin);
+      register_memory(pd_, reinterpret_cast<void*>(page_begin), page_end - page_begin, access);
   if (auto old = entries_.find(page_begin); old != entries_.end()) {
     if (old->second.users > 0) {
       // A smaller registration at the same start is in use: keep this one out of the cache.
-      return new Entry{page_begin, page_end, std::move(mr), 1, {}};
+      return new Entry{page_begin, page_end, std::move(mr), 1, {}, access};
     }
     erase(old);
   }
   Entry& e = entries_[page_begin];
-  e = Entry{page_begin, page_end, std::move(mr), 1, {}};
+  e = Entry{page_begin, page_end, std::move(mr), 1, {}, access};
   stats_.cached_bytes += page_end - page_begin;
   return &e;
 }

@@ -24,7 +24,8 @@ class RegistrationCache {
     MemoryRegion mr;
     int users = 0;
     std::list<Entry*>::iterator lru;  // valid while users == 0
-    bool valid = true;                // false once invalidated: never found again
+    Access access = Access::device_reads;
+    bool valid = true;  // false once invalidated: never found again
   };
   struct Stats {
     uint64_t hits = 0, misses = 0, evictions = 0;
@@ -37,8 +38,9 @@ class RegistrationCache {
   RegistrationCache(const RegistrationCache&) = delete;
   RegistrationCache& operator=(const RegistrationCache&) = delete;
 
-  // The returned entry covers [address, address + length) until release().
-  Entry* acquire(const void* address, size_t length);
+  // The returned entry covers [address, address + length), with at least `access`, until
+  // release().
+  Entry* acquire(const void* address, size_t length, Access access);
   void release(Entry* entry);
   // Deregisters the entry's memory now, whoever else uses it (their transfers fail), so that
   // nothing reaches it through its keys any more; release() still follows.

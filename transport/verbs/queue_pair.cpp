@@ -103,7 +103,7 @@ UdQueuePair::UdQueuePair(ibv_pd* pd, ibv_cq* cq, const Device& device, uint32_t 
       depth_(depth),
       slot_size_(kGrhBytes + message_size),
       slab_(new std::byte[size_t{2} * depth * (kGrhBytes + message_size)]) {
-  mr_ = register_memory(pd, slab_.get(), size_t{2} * depth_ * slot_size_);
+  mr_ = register_memory(pd, slab_.get(), size_t{2} * depth_ * slot_size_, Access::device_writes);
 
   ibv_qp_init_attr init{};
   init.send_cq = cq;

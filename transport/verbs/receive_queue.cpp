@@ -49,7 +49,7 @@ SharedReceiveQueue::SharedReceiveQueue(ibv_context* context, ibv_pd* pd, uint32_
   }
   slab_ = {raw, [](std::byte* p) { std::free(p); }};
   try {
-    mr_ = register_memory(pd, raw, bytes);
+    mr_ = register_memory(pd, raw, bytes, Access::device_writes);
     for (uint32_t i = 0; i < depth_; ++i)
       released_.push_back(i);
     refill(true);

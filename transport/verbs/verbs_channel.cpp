@@ -63,7 +63,8 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
   srq_ = std::make_unique<SharedReceiveQueue>(context, pd_.get(), options.srq_depth, slot_size_,
                                               nullptr, nullptr);
   send_slab_.reset(new std::byte[size_t{kSendSlots} * slot_size_]);
-  send_mr_ = register_memory(pd_.get(), send_slab_.get(), size_t{kSendSlots} * slot_size_);
+  send_mr_ = register_memory(pd_.get(), send_slab_.get(), size_t{kSendSlots} * slot_size_,
+                             Access::device_reads);
   slots_.resize(kSendSlots);
   for (uint32_t i = kSendSlots; i > 0; --i)
     free_slots_.push_back(i - 1);

@@ -200,7 +200,8 @@ void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint64_t tag
   RegistrationCache::Entry* registration = nullptr;
   bool refused = false;
   try {
-    if (length > 0) registration = registrations_->acquire(recv.buffer, length);
+    if (length > 0)
+      registration = registrations_->acquire(recv.buffer, length, Access::peer_writes);
   } catch (const Error& e) {
     // The receive fails here; the answer still goes out, refusing, so the sender fails too.
     IBCOLL_LOG(warn, "receive from peer " << peer << " refused: " << e.what());

@@ -150,7 +150,7 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
   }
   try {
     if (length > 0 && !op.registration) {
-      op.registration = registrations_->acquire(op.data, length);
+      op.registration = registrations_->acquire(op.data, length, Access::device_reads);
     }
   } catch (const Error& e) {
     fail_peer(peer, e.status());
