@@ -8,6 +8,7 @@
 //                [--rounds 5] [--iters N] [--pipelined] [--compare-mpi] [--out PREFIX]
 // Each call is timed alone between barriers, as OSU does; --pipelined times back-to-back calls.
 #include <unistd.h>
+#include <algorithm>
 
 #include <cstdio>
 #include <cstdlib>
@@ -154,7 +155,11 @@ int run(const Options& o, Subject& ours, Subject* theirs, bool forked) {
     write_svg(o.out + ".svg", all);
     std::printf("\n# wrote %s.csv and %s.svg\n", o.out.c_str(), o.out.c_str());
   }
-  return 0;
+  const bool all_right =
+      std::all_of(all.begin(), all.end(), [](const Measurement& m) { return m.correct; });
+  if (!all_right && printer)
+    std::fprintf(stderr, "ibcoll_bench: a checked call gave a wrong result\n");
+  return all_right ? 0 : 1;
 }
 
 #ifdef IBCOLL_BENCH_MPI

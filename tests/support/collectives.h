@@ -5,12 +5,14 @@
 // the same bits on every rank.
 #pragma once
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "collectives/half.h"
 #include "collectives/reduce_kernels.h"
+#include "collectives/registry.h"
 #include "ibcoll/ibcoll.h"
 #include "tests/support/forked_ranks.h"
 
@@ -142,6 +144,31 @@ inline void expect_same_everywhere(ibcoll_comm_t comm, const void* data, size_t 
   RANK_CHECK(least[0] == h && least[1] == ~h, what + ": ranks hold different bits");
 }
 
+// A forced algorithm that cannot run on a call (too large for it; slots without a slot region)
+// gives way to the table's choice without a word. So a sweep that forces one (IBCOLL_*_ALGO)
+// fails the rank unless that algorithm really runs every call it can. Here every member shares
+// one node: the slot region exists unless IBCOLL_SHM_SLOTS=0, IBCOLL_TRANSPORT=verbs or one rank.
+inline void expect_forced_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
+                                    size_t count, DataType type) {
+  const bool allreduce = collective == IBCOLL_ALLREDUCE;
+  const char* forced = std::getenv(allreduce ? "IBCOLL_ALLREDUCE_ALGO" : "IBCOLL_BCAST_ALGO");
+  if (!forced || !*forced || std::string(forced) == "auto") return;
+  const collectives::Algorithm& a = collectives::find_algorithm(
+      allreduce ? collectives::Collective::allreduce : collectives::Collective::bcast, forced);
+  auto set = [](const char* name, const char* value) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == value;
+  };
+  const bool slots =
+      comm_size(comm) > 1 && !set("IBCOLL_SHM_SLOTS", "0") && !set("IBCOLL_TRANSPORT", "verbs");
+  const bool can_run =
+      (!a.uses_slots || slots) && count * collectives::type_size(type) <= a.max_bytes;
+  const std::string chosen = ibcoll_algorithm(comm, collective, count, c_type(type));
+  RANK_CHECK(!can_run || chosen == forced,
+             std::string(forced) + " is forced and can run " + std::to_string(count) + " " +
+                 collectives::type_name(type) + ", but " + chosen + " does");
+}
+
 // Allreduce of every valid (type, op) in `types` × every op, at each count, in place and not,
 // against the reference.
 inline void allreduce_sweep(ibcoll_comm_t comm, const std::vector<DataType>& types,
@@ -151,6 +178,7 @@ inline void allreduce_sweep(ibcoll_comm_t comm, const std::vector<DataType>& typ
     for (ReduceOp op : kOps) {
       if (!collectives::check_reduction(type, op).ok()) continue;
       for (size_t count : counts) {
+        expect_forced_algorithm(comm, IBCOLL_ALLREDUCE, count, type);
         const std::vector<std::byte> want = reference(type, op, n, count);
         for (bool in_place : {false, true}) {
           std::vector<std::byte> mine = input(type, op, me, count), out(mine.size());
@@ -181,6 +209,7 @@ inline void bcast_every_root(ibcoll_comm_t comm, DataType type, const std::vecto
   const int me = comm_rank(comm), n = comm_size(comm);
   for (int root = 0; root < n; ++root) {
     for (size_t count : counts) {
+      expect_forced_algorithm(comm, IBCOLL_BCAST, count, type);
       std::vector<std::byte> data(count * collectives::type_size(type), std::byte{0xEE});
       if (me == root) {
         for (size_t i = 0; i < data.size(); ++i)

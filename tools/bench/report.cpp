@@ -27,7 +27,8 @@ void print_table(std::FILE* out, const std::vector<Measurement>& ours,
   for (size_t i = 0; i < ours.size(); ++i) {
     const Measurement& m = ours[i];
     std::fprintf(out, "%10s %10.2f %10.2f %10.2f %9.3f %9.3f  %-20s", format_bytes(m.bytes).c_str(),
-                 m.avg_us, m.min_us, m.max_us, m.algbw, m.busbw, m.algorithm.c_str());
+                 m.avg_us, m.min_us, m.max_us, m.algbw, m.busbw,
+                 (m.correct ? m.algorithm : m.algorithm + " WRONG RESULT").c_str());
     if (i < theirs.size()) {
       std::fprintf(out, " %10.2f %9.3f %7.2f", theirs[i].avg_us, theirs[i].busbw,
                    m.avg_us / theirs[i].avg_us);
@@ -42,11 +43,11 @@ void write_csv(const std::string& path, const std::vector<Measurement>& all) {
   if (!f) throw std::runtime_error("cannot write " + path);
   std::fprintf(f,
                "collective,library,ranks,bytes,avg_us,min_us,max_us,algbw_GBps,busbw_GBps,"
-               "algorithm\n");
+               "algorithm,result\n");
   for (const Measurement& m : all) {
-    std::fprintf(f, "%s,%s,%d,%zu,%.3f,%.3f,%.3f,%.4f,%.4f,%s\n", collective_name(m.collective),
+    std::fprintf(f, "%s,%s,%d,%zu,%.3f,%.3f,%.3f,%.4f,%.4f,%s,%s\n", collective_name(m.collective),
                  m.library.c_str(), m.ranks, m.bytes, m.avg_us, m.min_us, m.max_us, m.algbw,
-                 m.busbw, m.algorithm.c_str());
+                 m.busbw, m.algorithm.c_str(), m.correct ? "right" : "WRONG");
   }
   std::fclose(f);
 }

@@ -20,6 +20,28 @@ double bus_factor(Collective collective, int ranks) {
   return 2.0 * (ranks - 1) / ranks;
 }
 
+// One call of `count` floats whose result is checked on every rank: small integers, so the sum
+// is exact in float whatever the order; bcast from rank 0. True when every element of every
+// rank is right.
+bool check_one_call(Subject& subject, Collective collective, std::vector<float>& send,
+                    std::vector<float>& recv, size_t count) {
+  const int me = subject.rank(), n = subject.size();
+  auto value = [](int rank, size_t i) { return static_cast<float>((rank + 1) * (i % 7 + 1)); };
+  for (size_t i = 0; i < count; ++i) {
+    send[i] = value(me, i);
+    recv[i] = collective == Collective::bcast && me == 0 ? value(0, i) : -1.0f;
+  }
+  subject.run(collective, send.data(), recv.data(), count);
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const float want = collective == Collective::bcast
+                           ? value(0, i)
+                           : static_cast<float>((i % 7 + 1) * n * (n + 1) / 2);
+    wrong += recv[i] != want;
+  }
+  return subject.min_avg_max(static_cast<double>(wrong))[2] == 0;
+}
+
 }  // namespace
 
 std::vector<Measurement> sweep(Subject& subject, Subject& separator, Collective collective,
@@ -62,6 +84,7 @@ std::vector<Measurement> sweep(Subject& subject, Subject& separator, Collective 
                   0,          subject.algorithm(collective, count)};
     m.algbw = static_cast<double>(bytes) / (avg * 1e3);  // bytes/µs/1e3 = GB/s
     m.busbw = m.algbw * bus_factor(collective, m.ranks);
+    m.correct = check_one_call(subject, collective, send, recv, count);
     out.push_back(m);
     on_point(m);
   }

@@ -2,7 +2,8 @@
 // each call timed alone between barriers as OSU's osu_allreduce / osu_bcast do (or, pipelined,
 // a loop of back-to-back calls timed whole: a bcast's root may then run ahead of the others);
 // each rank keeps the median of its round means, and the table shows the minimum, average and
-// maximum of those over ranks.
+// maximum of those over ranks. After the timing, one more call per size (not timed) has its
+// result checked element by element on every rank.
 #pragma once
 
 #include <functional>
@@ -28,6 +29,7 @@ struct Measurement {
   double avg_us = 0, min_us = 0, max_us = 0;
   double algbw = 0, busbw = 0;  // GB/s, nccl-tests definitions
   std::string algorithm;
+  bool correct = false;  // the checked call gave the right result on every rank
 };
 
 // Measures every size; `on_point` sees each measurement as it completes (for progress).
