@@ -37,13 +37,29 @@ struct Options {
   std::string out = "ibcoll_bench";
 };
 
+constexpr const char* kUsage =
+    "usage: ibcoll_bench [OPTION]...\n"
+    "Latency and bandwidth of allreduce (float32 sum) and bcast (from rank 0) over a size sweep,\n"
+    "OSU style: each call timed alone between barriers; the median over rounds of the mean per\n"
+    "call. Alone it forks its ranks here; under mpirun (or srun) it uses the launcher's. Rank 0\n"
+    "prints a table per collective and writes PREFIX.csv and PREFIX.svg; one call per size is\n"
+    "checked for the right result (exit 1 if any is wrong).\n"
+    "\n"
+    "  --np N              ranks to fork when run alone (default: the online cores)\n"
+    "  --collectives LIST  allreduce, bcast or both, comma-separated (default: both)\n"
+    "  --min-size BYTES    smallest size per rank (default 4; k, M, G suffixes)\n"
+    "  --max-size BYTES    largest size per rank, doubling from the smallest (default 16M)\n"
+    "  --rounds N          rounds per size; the median round counts (default 5)\n"
+    "  --iters N           calls per round (default: by size, 1000 down to 10)\n"
+    "  --pipelined         time back-to-back calls as one loop instead of each alone\n"
+    "  --compare-mpi       under mpirun: time MPI_Allreduce/MPI_Bcast too, with the ratio\n"
+    "  --out PREFIX        output files PREFIX.csv and PREFIX.svg (default ibcoll_bench)\n"
+    "  --help              this text\n"
+    "\n"
+    "IBCOLL_* variables configure ibcoll itself (ibcoll_info lists them).\n";
+
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "ibcoll_bench: %s\nusage: ibcoll_bench [--np N] [--collectives allreduce,bcast] "
-               "[--min-size BYTES] [--max-size BYTES] [--rounds N] [--iters N] [--pipelined] "
-               "[--compare-mpi] "
-               "[--out PREFIX]\n",
-               why.c_str());
+  std::fprintf(stderr, "ibcoll_bench: %s\n%s", why.c_str(), kUsage);
   std::exit(2);
 }
 
@@ -51,6 +67,10 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
     if (flag == "--compare-mpi" || flag == "--pipelined") {
       (flag == "--compare-mpi" ? o.compare_mpi : o.settings.pipelined) = true;
       continue;

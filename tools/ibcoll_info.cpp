@@ -16,8 +16,20 @@
 #include "transport/verbs/xrc_domain.h"
 #endif
 
-int main() {
+int main(int argc, char** argv) {
   using namespace ibcoll;
+  const char* usage =
+      "usage: ibcoll_info\n"
+      "Prints every IBCOLL_* variable (default, current value, meaning), the algorithm table\n"
+      "with what the automatic choice picks by size, and, when a verbs device is there, the\n"
+      "device, port and receive sharing the transport would use. It takes no options.\n";
+  if (argc > 1) {
+    const std::string arg = argv[1];
+    const bool help = arg == "--help" || arg == "-h";
+    std::fprintf(help ? stdout : stderr, "%s%s",
+                 help ? "" : ("ibcoll_info: unknown argument " + arg + "\n").c_str(), usage);
+    return help ? 0 : 2;
+  }
   std::printf("ibcoll configuration (environment variables)\n\n");
   std::printf("%-24s %-10s %-16s %s\n", "variable", "default", "current", "meaning");
   for (const runtime::Variable& v : runtime::config_variables()) {

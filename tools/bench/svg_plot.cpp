@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "tools/bench/axis_ticks.h"
 #include "tools/bench/report.h"
 
 namespace ibcoll::bench {
@@ -31,14 +32,12 @@ void draw_chart(std::FILE* f, double left, double top, const Chart& chart,
       y_max = std::max(y_max, chart.value(*m));
     }
   }
-  if (chart.log_y) {
-    y_min = std::floor(std::log10(std::max(y_min, 1e-3)));
-    y_max = std::ceil(std::log10(std::max(y_max, 1e-3)));
-  } else {
-    y_min = 0;
-  }
+  const std::vector<double> ticks =
+      chart.log_y ? axis_ticks(std::max(y_min, 1e-3), std::max(y_max, 1e-3), true)
+                  : axis_ticks(0, y_max, false);
+  y_min = chart.log_y ? std::log10(ticks.front()) : ticks.front();
+  y_max = chart.log_y ? std::log10(ticks.back()) : ticks.back();
   if (x_max <= x_min) x_max = x_min + 1;
-  if (y_max <= y_min) y_max = y_min + 1;
   auto x_of = [&](double bytes) {
     return left + (std::log2(bytes) - x_min) / (x_max - x_min) * kChartWidth;
   };
@@ -56,10 +55,8 @@ void draw_chart(std::FILE* f, double left, double top, const Chart& chart,
     std::fprintf(f, "<text x='%.1f' y='%.0f' font-size='10' text-anchor='middle'>%s</text>\n", x,
                  top + kChartHeight + 14, format_bytes(static_cast<size_t>(std::exp2(e))).c_str());
   }
-  for (int i = 0; i <= 4; ++i) {
-    const double t = y_min + (y_max - y_min) * i / 4;
-    const double v = chart.log_y ? std::pow(10.0, t) : t;
-    std::fprintf(f, "<text x='%.0f' y='%.1f' font-size='10' text-anchor='end'>%.3g</text>\n",
+  for (double v : ticks) {
+    std::fprintf(f, "<text x='%.0f' y='%.1f' font-size='10' text-anchor='end'>%g</text>\n",
                  left - 4, y_of(v) + 3, v);
   }
   std::fprintf(f,
