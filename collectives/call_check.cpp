@@ -34,6 +34,7 @@ class MessageCheck final : public CallCheck {
   void start() override { exchange_->start(); }
   CollectiveTask::State advance() override { return exchange_->advance(); }
   Status verdict() const override { return exchange_->status(); }
+  std::string waiting() const override { return exchange_->waiting(); }
 
  private:
   std::unique_ptr<CollectiveTask> exchange_;
@@ -52,6 +53,7 @@ class SlotCheck final : public CallCheck {
   Status verdict() const override { return verdict_; }
   Status earlier_verdict() const override { return exchange_.earlier_verdict(); }
   void abandon(const Status& why) override { exchange_.abandon(why); }
+  std::string waiting() const override { return exchange_.waiting(); }
 
  private:
   SlotExchange exchange_;

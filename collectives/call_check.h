@@ -57,6 +57,8 @@ class CallCheck {
   virtual Status verdict() const = 0;
   // The call ended badly: see CollectiveTask::abandon.
   virtual void abandon(const Status& why) { (void)why; }
+  // What it waits for now (CollectiveTask::waiting).
+  virtual std::string waiting() const = 0;
   // A verdict on an earlier call of this rank's, which this call reports once it has run (a
   // bcast's root runs ahead: slot_exchange.h); ok if none.
   virtual Status earlier_verdict() const { return {}; }

@@ -97,8 +97,9 @@ std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
     }
     task = call.algorithm.make(call.group, call.args, call.tag);
   }
-  auto operation = std::make_unique<Operation>(std::move(task), std::move(checker), channel_,
-                                               members_, call.tag);
+  auto operation =
+      std::make_unique<Operation>(std::move(task), std::move(checker), channel_, members_, call.tag,
+                                  call.algorithm.collective, call.algorithm.name);
   operation->start();
   return operation;
 }

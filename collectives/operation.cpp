@@ -1,5 +1,6 @@
 #include "collectives/operation.h"
 
+#include "collectives/registry.h"
 #include "collectives/tags.h"
 
 namespace ibcoll::collectives {
@@ -9,12 +10,23 @@ constexpr uint32_t kAdvancesPerMemberCheck = 1024;
 }  // namespace
 
 Operation::Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
-                     transport::Channel& channel, std::span<const int> members, uint64_t base_tag)
+                     transport::Channel& channel, std::span<const int> members, uint64_t base_tag,
+                     Collective collective, const char* algorithm)
     : task_(std::move(task)),
       check_(std::move(check)),
       channel_(channel),
       members_(members),
-      base_tag_(base_tag) {}
+      base_tag_(base_tag),
+      collective_(collective),
+      algorithm_(algorithm) {}
+
+std::string Operation::describe() const {
+  const std::string call =
+      describe_call(collective_, algorithm_, base_tag_, static_cast<int>(members_.size()));
+  if (state_ != State::running) return call + ": it has ended (" + status_.to_string() + ")";
+  return call + ": it waits for " +
+         (checking_ ? check_->waiting() + " (the call check)" : task_->waiting());
+}
 
 const Status* Operation::failed_member() {
   if (++advances_ % kAdvancesPerMemberCheck != 0) return nullptr;

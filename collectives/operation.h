@@ -16,9 +16,11 @@ class Operation {
  public:
   using State = CollectiveTask::State;
 
-  // `check` may be null (calls not checked). `members` are the group's channel ranks.
+  // `check` may be null (calls not checked). `members` are the group's channel ranks;
+  // `collective` and `algorithm` name the call in errors and reports.
   Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
-            transport::Channel& channel, std::span<const int> members, uint64_t base_tag);
+            transport::Channel& channel, std::span<const int> members, uint64_t base_tag,
+            Collective collective, const char* algorithm);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -31,6 +33,9 @@ class Operation {
 
   State state() const { return state_; }
   const Status& status() const { return status_; }
+  // The call and what it waits for, in words: "allreduce #12 (ring) on communicator 5 of 8
+  // ranks: it waits for a message from rank 3 (job rank 9) in step 1".
+  std::string describe() const;
 
  private:
   State finish(Status status);
@@ -43,6 +48,8 @@ class Operation {
   transport::Channel& channel_;
   std::span<const int> members_;
   uint64_t base_tag_;
+  Collective collective_;
+  const char* algorithm_;
   uint32_t advances_ = 0;
   bool checking_ = false;  // in the call check; the task has not started
   State state_ = State::running;

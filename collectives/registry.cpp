@@ -13,6 +13,7 @@
 #include "collectives/bcast/doubling.h"
 #include "collectives/bcast/scatter_allgather.h"
 #include "collectives/bcast/slots.h"
+#include "collectives/tags.h"
 #include "transport/shm/slot_region.h"
 
 namespace ibcoll::collectives {
@@ -61,6 +62,13 @@ const char* collective_name(Collective collective) {
       return "bcast";
   }
   return "unknown collective";
+}
+
+std::string describe_call(Collective collective, const char* algorithm, uint64_t base_tag,
+                          int ranks) {
+  return std::string(collective_name(collective)) + " #" + std::to_string(sequence_of(base_tag)) +
+         " (" + algorithm + ") on communicator " + std::to_string(communicator_of(base_tag)) +
+         " of " + std::to_string(ranks) + " ranks";
 }
 
 std::span<const Algorithm> algorithms() {

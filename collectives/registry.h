@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "collectives/call_check.h"
@@ -12,6 +13,9 @@
 namespace ibcoll::collectives {
 
 const char* collective_name(Collective collective);
+// "allreduce #123 (ring) on communicator 5 of 8 ranks": a call, for errors and reports.
+std::string describe_call(Collective collective, const char* algorithm, uint64_t base_tag,
+                          int ranks);
 
 struct Algorithm {
   Collective collective;

@@ -36,6 +36,7 @@ Region::Buffer& SlotExchange::buffer_of(int member, uint64_t sequence) const {
 }
 
 bool SlotExchange::gone(int member) {
+  waiting_on_ = member;
   Status trouble = slots_.trouble(member, ++idle_);
   if (trouble.ok()) return false;
   verdict_ = std::move(trouble);
@@ -45,6 +46,7 @@ bool SlotExchange::gone(int member) {
 }
 
 bool SlotExchange::all_published(uint64_t sequence) {
+  waiting_for_ = sequence;
   for (; next_member_ < size_; ++next_member_) {
     if (Region::load(buffer_of(next_member_, sequence).ready) < sequence) return gone(next_member_);
   }
@@ -78,11 +80,15 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
   if (!published_) {
     // Calls in flight at once take their turns in order: publishing a call says that every
     // earlier call's buffers have been read.
-    if (slots_.released + 1 != sequence_) return false;
+    if (slots_.released + 1 != sequence_) {
+      waiting_on_ = -1;
+      return false;
+    }
     // Our buffer last held call sequence - kBuffers. A member has read all it reads of that
     // call once it has published call sequence - kBuffers + 2: a deferred comparison of it
     // comes after the member's next publication, before the one after that.
     constexpr uint64_t lag = Region::kBuffers - 2;
+    waiting_for_ = sequence_ - lag;
     for (size_t m = 0; m < static_cast<size_t>(size_); ++m) {
       uint64_t& seen = slots_.seen_ready[m];
       if (static_cast<int>(m) == rank_ || seen + lag >= sequence_) continue;
@@ -104,6 +110,7 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
     if (done_) return true;
     verdict_ = compare_signatures(sequence_, signature_);
   } else {
+    waiting_for_ = sequence_;
     if (Region::load(buffer_of(source_).ready) < sequence_) return gone(source_);
     verdict_ = compare_signatures(sequence_, signature_, source_);
     // The others' signatures are compared at the next call, unless this one already failed.
@@ -144,6 +151,14 @@ const std::byte* SlotExchange::data_of(int member) const {
 void SlotExchange::release() {
   slots_.released = sequence_;
   released_ = true;
+}
+
+std::string SlotExchange::waiting() const {
+  if (waiting_on_ < 0) return "this rank's earlier call on the communicator to end";
+  const int local = slots_.local_ranks[static_cast<size_t>(waiting_on_)];
+  return "rank " + std::to_string(waiting_on_) + " (pid " +
+         std::to_string(slots_.region->pid(local)) + ") to publish slot call " +
+         std::to_string(waiting_for_) + (published_ ? "" : ", so that this call may publish");
 }
 
 void SlotExchange::abandon(const Status& why) {

@@ -38,6 +38,8 @@ class SlotExchange {
   // The call ends without release() (a deadline passed, the operation failed): the
   // communicator's turns are lost; its members learn it (SlotGroup::abandon).
   void abandon(const Status& why);
+  // What it waits for now, in words (CollectiveTask::waiting).
+  std::string waiting() const;
 
  private:
   using Region = transport::shm::SlotRegion;
@@ -66,6 +68,10 @@ class SlotExchange {
   bool released_ = false;
   int next_member_ = 0;  // the next member whose contribution has not been seen
   uint32_t idle_ = 0;
+  // Whom the last fruitless look waited on (-1: this rank's own earlier call), and for which
+  // slot call.
+  int waiting_on_ = -1;
+  uint64_t waiting_for_ = 0;
   Status verdict_;
   Status earlier_;
 };

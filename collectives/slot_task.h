@@ -17,10 +17,12 @@ class SlotTask : public CollectiveTask {
   SlotTask(const Group& group, const CollectiveArgs& args, uint64_t base_tag, Collective collective,
            int source = SlotExchange::kEveryMember)
       : CollectiveTask(group, args, base_tag),
+        collective_(collective),
         exchange_(group_, signature_of(collective, args_), source) {}
 
   void start() override {}
   void abandon(const Status& why) override { exchange_.abandon(why); }
+  std::string waiting() const override { return exchange_.waiting(); }
 
   State advance() override {
     const auto [data, bytes] = contribution();
@@ -40,11 +42,16 @@ class SlotTask : public CollectiveTask {
     constexpr int kLooksPerRound = 16;
     State state = State::running;
     try {
-      wait([&] {
-        for (int look = 0; look < kLooksPerRound && state == State::running; ++look)
-          state = advance();
-        return state != State::running;
-      });
+      wait(
+          [&] {
+            for (int look = 0; look < kLooksPerRound && state == State::running; ++look)
+              state = advance();
+            return state != State::running;
+          },
+          [&] {
+            return describe_call(collective_, "slots", base_tag_, group_.size()) +
+                   ": it waits for " + waiting();
+          });
     } catch (const Error& e) {
       exchange_.abandon(e.status());
       return e.status();
@@ -60,6 +67,7 @@ class SlotTask : public CollectiveTask {
   size_t bytes() const { return args_.count * type_size(args_.type); }
 
  private:
+  Collective collective_;
   SlotExchange exchange_;
 };
 

@@ -14,5 +14,14 @@ inline constexpr uint32_t kStepsPerCall = 256;
 constexpr uint64_t call_tag(uint16_t communicator, uint64_t sequence) {
   return uint64_t{communicator} << 48 | (sequence & kSequenceMask) << 8;
 }
+constexpr uint16_t communicator_of(uint64_t tag) {
+  return static_cast<uint16_t>(tag >> 48);
+}
+constexpr uint64_t sequence_of(uint64_t tag) {
+  return (tag >> 8) & kSequenceMask;
+}
+constexpr uint32_t step_of(uint64_t tag) {
+  return static_cast<uint32_t>(tag & 0xff);
+}
 
 }  // namespace ibcoll::collectives

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/function_ref.h"
@@ -40,9 +41,10 @@ struct CollectiveArgs {
 };
 
 // Drives progress (the transports, every other call in flight) until done() holds; throws
-// Error(timeout) once the deadline passes. A call run to its end on its caller's stack hands
-// in its own looks as done().
-using WaitUntil = FunctionRef<void(FunctionRef<bool()> done)>;
+// Error(timeout) once the deadline passes, its message saying what `describe()` says (the call
+// and what it waits for; asked only then, and by a hang report). A call run to its end on its
+// caller's stack hands in its own looks as done().
+using WaitUntil = FunctionRef<void(FunctionRef<bool()> done, FunctionRef<std::string()> describe)>;
 
 class CollectiveTask {
  public:
@@ -59,6 +61,10 @@ class CollectiveTask {
   // (the slot region's) gives it up, so the members learn it. Messages are withdrawn by the
   // operation.
   virtual void abandon(const Status& why) { (void)why; }
+  // What the task waits for now, in words naming members ("a message from rank 3 (job rank
+  // 12) in step 2"), for a timeout's error and a hang report. By default its messages still
+  // under way.
+  virtual std::string waiting() const;
   const Status& status() const { return messages_ ? messages_->status : kNoFailure; }
 
  protected:
@@ -89,6 +95,9 @@ class CollectiveTask {
   struct Record {
     bool completed = false;
     size_t received = 0;  // bytes that came (a receive)
+    int member = 0;       // what it is, for waiting()
+    uint32_t step = 0;
+    bool receive = false;
   };
   struct Messages {
     int pending = 0;
@@ -103,7 +112,7 @@ class CollectiveTask {
     }
   };
   // Counts a message about to be posted; its index.
-  size_t track();
+  size_t track(int member, uint32_t step, bool receive);
   // Made at the first message: tasks that send none (the slot algorithms) allocate nothing.
   Messages& messages() {
     if (!messages_) messages_ = std::make_shared<Messages>();

@@ -17,7 +17,11 @@ namespace {
 
 const Variable kVariables[] = {
     {"IBCOLL_LOG", "warn", "log level: error|warn|info|debug|trace"},
-    {"IBCOLL_TIMEOUT", "60s", "deadline of every wait and of connection set-up (ms, s or m)"},
+    {"IBCOLL_TIMEOUT", "10m",
+     "deadline of a call, a wait, connection set-up (ms, s or m; 0: none); dead peers are "
+     "detected whatever it is"},
+    {"IBCOLL_HANG_REPORT", "",
+     "file for SIGUSR1's report of the calls in flight (%r rank, %p pid); empty: stderr"},
     {"IBCOLL_WAIT", "adaptive", "how waits poll: spin|adaptive (spin, then yield)|event (sleep)"},
     {"IBCOLL_BOOTSTRAP", "", "host:port of the TCP store that rank 0 serves"},
     {"IBCOLL_RANK", "", "this process's rank (else from OMPI_/PMI_/SLURM_ variables)"},
@@ -118,6 +122,11 @@ size_t parse_size(const char* name, const std::string& text) {
   return static_cast<size_t>(parse_integer(name, text.substr(0, digits), 0, 1L << 40)) * scale;
 }
 
+std::chrono::milliseconds parse_timeout(const std::string& text) {
+  if (text == "0") return kNoTimeout;
+  return parse_duration("IBCOLL_TIMEOUT", text);
+}
+
 bool parse_bool(const char* name, const std::string& text) {
   if (text == "1" || text == "on" || text == "yes" || text == "true") return true;
   if (text == "0" || text == "off" || text == "no" || text == "false") return false;
@@ -207,7 +216,8 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   };
   Config c;
   c.log_level = log::parse_level(get("IBCOLL_LOG"));
-  c.timeout = parse_duration("IBCOLL_TIMEOUT", get("IBCOLL_TIMEOUT"));
+  c.timeout = parse_timeout(get("IBCOLL_TIMEOUT"));
+  c.hang_report = get("IBCOLL_HANG_REPORT");
   c.wait = transport::parse_wait_policy(get("IBCOLL_WAIT"));
   c.bootstrap = get("IBCOLL_BOOTSTRAP");
   c.node = get("IBCOLL_NODE");

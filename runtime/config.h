@@ -37,10 +37,11 @@ const char* transport_mode_name(TransportMode mode);
 
 struct Config {
   log::Level log_level = log::Level::warn;
-  std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
   transport::WaitPolicy wait = transport::WaitPolicy::adaptive;
-  std::string bootstrap;  // host:port of the TCP store
-  std::string node;       // empty: the hostname
+  std::string bootstrap;    // host:port of the TCP store
+  std::string node;         // empty: the hostname
+  std::string hang_report;  // where SIGUSR1's report goes (%r rank, %p pid); empty: stderr
   TransportMode transport = TransportMode::automatic;
   collectives::Policy policy;  // forced algorithms, call checks
   bool shm_slots = true;       // node-local communicators get the slot region
@@ -63,6 +64,10 @@ struct Config {
 // Error(invalid_argument) naming each setting on which a rank's shared_settings() differs from
 // rank 0's, and those ranks; `settings` is every rank's, by rank.
 void check_shared_settings(const std::vector<std::string>& settings);
+
+// IBCOLL_TIMEOUT=0: no deadline (a century, so that deadlines computed from it never overflow).
+inline constexpr std::chrono::milliseconds kNoTimeout = std::chrono::hours(24 * 365 * 100);
+std::chrono::milliseconds parse_timeout(const std::string& text);
 
 // Parsers shared by the table; each throws Error(invalid_argument) naming `name`.
 std::chrono::milliseconds parse_duration(const char* name, const std::string& text);

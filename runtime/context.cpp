@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <climits>
 #include <numeric>
+#include <utility>
 
 #include "base/log.h"
 #include "runtime/bootstrap/set_up_exchange.h"
+#include "runtime/hang_report.h"
 #include "runtime/shm_endpoint.h"
 #ifdef IBCOLL_HAVE_VERBS
 #include "runtime/verbs_endpoint.h"
@@ -65,10 +67,12 @@ Request::~Request() {
 
 Context::Context() {
   open_transports_and_world();
+  install_hang_report_signal();
 }
 
 Context::Context(std::unique_ptr<Bootstrap> bootstrap) : job_(std::move(bootstrap)) {
   open_transports_and_world();
+  install_hang_report_signal();
 }
 
 void Context::open_transports_and_world() {
@@ -174,16 +178,36 @@ Status Context::run(Communicator& communicator, Collective collective,
                     const collectives::CollectiveArgs& args) {
   const collectives::PreparedCall call = communicator.prepare(collective, args);
   if (call.runs_here()) {
-    return call.algorithm.run_here(call.group, call.args, call.tag,
-                                   [this](FunctionRef<bool()> done) { drive_until(done); });
+    return call.algorithm.run_here(
+        call.group, call.args, call.tag,
+        [this](FunctionRef<bool()> done, FunctionRef<std::string()> describe) {
+          struct Running {  // named for a hang report while it runs, nested drives included
+            Context& c;
+            const FunctionRef<std::string()>* outer;
+            ~Running() { c.running_here_ = outer; }
+          } running{*this, std::exchange(running_here_, &describe)};
+          drive_until(done, describe);
+        });
   }
   Request request(*this, communicator.start(call));
   return wait(request);
 }
 
 void Context::advance_all() {
+  if (hang_report_requested()) {
+    write_hang_report(job_.config().hang_report, job_.rank(), calls_in_flight());
+  }
   for (Request* r : in_flight_)
     r->operation().advance();
+}
+
+std::vector<std::string> Context::calls_in_flight() const {
+  std::vector<std::string> calls;
+  if (running_here_) calls.push_back((*running_here_)());
+  for (const Request* r : in_flight_) {
+    if (!r->done()) calls.push_back(r->operation_->describe());
+  }
+  return calls;
 }
 
 // Every so many progress() calls: a clock read starts a polled request's deadline, or ends it.
@@ -195,9 +219,9 @@ void Context::expire_polled_requests() {
     if (!r->deadline_) {
       r->deadline_ = now + timeout;
     } else if (now > *r->deadline_) {
-      r->operation().abandon(Status(Code::timeout, "collective: not complete within " +
-                                                       std::to_string(timeout.count()) +
-                                                       " ms of polling (IBCOLL_TIMEOUT)"));
+      r->operation().abandon(Status(
+          Code::timeout, r->operation().describe() + "; it did not complete within " +
+                             std::to_string(timeout.count()) + " ms of polling (IBCOLL_TIMEOUT)"));
     }
   }
 }
@@ -218,18 +242,25 @@ int Context::progress() {
   return events;
 }
 
-void Context::drive_until(FunctionRef<bool()> done) {
-  job_.engine().wait(
-      [&] {
-        advance_all();
-        return done();
-      },
-      job_.config().timeout, "collective");
+void Context::drive_until(FunctionRef<bool()> done, FunctionRef<std::string()> describe) {
+  try {
+    job_.engine().wait(
+        [&] {
+          advance_all();
+          return done();
+        },
+        job_.config().timeout, "collective");
+  } catch (const Error& e) {
+    if (e.status().code() != Code::timeout) throw;
+    throw Error(Code::timeout, describe() + "; it did not complete within " +
+                                   std::to_string(job_.config().timeout.count()) +
+                                   " ms (IBCOLL_TIMEOUT)");
+  }
 }
 
 const Status& Context::wait(Request& request) {
   try {
-    drive_until([&] { return request.done(); });
+    drive_until([&] { return request.done(); }, [&] { return request.operation().describe(); });
   } catch (const Error& e) {
     request.operation().abandon(e.status());
   }

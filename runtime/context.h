@@ -90,9 +90,11 @@ class Context {
  private:
   friend class Request;
   void advance_all();
-  // Advances every call in flight and polls the transports until done(); Error(timeout) after
-  // IBCOLL_TIMEOUT.
-  void drive_until(FunctionRef<bool()> done);
+  // Advances every call in flight and polls the transports until done(); after IBCOLL_TIMEOUT
+  // Error(timeout) whose message is what `describe` says (the call and what it waits for).
+  void drive_until(FunctionRef<bool()> done, FunctionRef<std::string()> describe);
+  // Every call in flight and what it waits for (a hang report, on SIGUSR1).
+  std::vector<std::string> calls_in_flight() const;
   void expire_polled_requests();
   // The constructors' common part, once the job is there.
   void open_transports_and_world();
@@ -117,6 +119,8 @@ class Context {
   std::unique_ptr<collectives::Communicator> world_;
   uint32_t next_communicator_id_ = 2;  // 1 is the world's; ids end at 65535
   std::vector<Request*> in_flight_;
+  // A blocking call run on its caller's stack (not a Request), while it runs: its description.
+  const FunctionRef<std::string()>* running_here_ = nullptr;
   uint32_t progress_calls_ = 0;
   std::unique_ptr<transport::FunctionPoller> external_progress_;
 };

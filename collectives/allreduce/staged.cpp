@@ -132,6 +132,13 @@ class StagedAllreduce final : public CollectiveTask {
   }
 
   void abandon(const Status& why) override { exchange_.abandon(why); }
+  std::string waiting() const override {
+    if (!checked_) return exchange_.waiting() + " (the call check)";
+    static const char* const kPhases[] = {"contributed", "reduced", "finished"};
+    return "rank " + std::to_string(next_member_) + " to have " +
+           kPhases[static_cast<int>(phase_)] + " chunk " + std::to_string(chunk_index_ + 1) +
+           " of " + std::to_string(chunks_) + " in the staging halves";
+  }
 
   // The turn is given back when the call ran, or when the check found a mismatch (every member
   // sees it and stops there); a call that stops among its chunks gives the turn up.

@@ -7,7 +7,10 @@
  * IBCOLL_ERR_MISMATCH. In a small bcast between ranks of one node, which waits for the root
  * alone, a rank whose call matched its root's gets it from its next call on that communicator
  * instead (which has run in full; the message says the mismatch was in the call before).
- * Blocking calls and ibcoll_wait end after IBCOLL_TIMEOUT at the latest.
+ * Blocking calls and ibcoll_wait end after IBCOLL_TIMEOUT at the latest (10 minutes by default,
+ * 0 for none), with an error naming the call and the rank(s) it still waits for; a dead peer
+ * fails them long before. SIGUSR1 makes the process write what its calls in flight wait for
+ * (IBCOLL_HANG_REPORT, else stderr).
  * Not thread-safe: one thread per context at a time. */
 #ifndef IBCOLL_IBCOLL_H
 #define IBCOLL_IBCOLL_H

@@ -47,6 +47,7 @@ typedef struct {
   size_t bcast_max_bytes;
   char* allreduce_algorithm; /* "" or auto: ibcoll's table */
   char* bcast_algorithm;
+  char* timeout; /* "": IBCOLL_TIMEOUT as it is */
   /* state */
   int output;
   ibcoll_context_t context; /* NULL until MPI_COMM_WORLD's module is enabled */

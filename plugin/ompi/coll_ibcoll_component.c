@@ -37,6 +37,7 @@ mca_coll_ibcoll_component_t mca_coll_ibcoll_component = {
     .bcast_max_bytes = 0,
     .allreduce_algorithm = NULL,
     .bcast_algorithm = NULL,
+    .timeout = NULL,
     .output = -1,
 };
 
@@ -70,6 +71,11 @@ static int ibcoll_register(void) {
   register_var("bcast_algorithm",
                "Force an ibcoll bcast algorithm (IBCOLL_BCAST_ALGO; ibcoll_info lists them)",
                MCA_BASE_VAR_TYPE_STRING, &c->bcast_algorithm);
+  c->timeout = "";
+  register_var("timeout",
+               "Deadline of an ibcoll call, for hangs (IBCOLL_TIMEOUT: e.g. 10m, 90s; 0: none; "
+               "empty: as set, else 10m); dead ranks are detected whatever it is",
+               MCA_BASE_VAR_TYPE_STRING, &c->timeout);
   return OMPI_SUCCESS;
 }
 

@@ -118,14 +118,16 @@ static int stop_at_finalize(MPI_Comm comm, int keyval, void* attribute, void* ex
   return OMPI_SUCCESS;
 }
 
-static void force_algorithm(const char* variable, const char* algorithm) {
-  if (algorithm && algorithm[0] && strcmp(algorithm, "auto") != 0) setenv(variable, algorithm, 1);
+/* An MCA parameter set (not empty, not `unset`) sets its IBCOLL_* variable. */
+static void set_from_parameter(const char* variable, const char* value, const char* unset) {
+  if (value && value[0] && strcmp(value, unset) != 0) setenv(variable, value, 1);
 }
 
 int mca_coll_ibcoll_start(mca_coll_ibcoll_module_t* world) {
   mca_coll_ibcoll_component_t* c = &mca_coll_ibcoll_component;
-  force_algorithm("IBCOLL_ALLREDUCE_ALGO", c->allreduce_algorithm);
-  force_algorithm("IBCOLL_BCAST_ALGO", c->bcast_algorithm);
+  set_from_parameter("IBCOLL_ALLREDUCE_ALGO", c->allreduce_algorithm, "auto");
+  set_from_parameter("IBCOLL_BCAST_ALGO", c->bcast_algorithm, "auto");
+  set_from_parameter("IBCOLL_TIMEOUT", c->timeout, "");
   const ibcoll_bootstrap_t bootstrap = {ompi_comm_rank(world->comm), ompi_comm_size(world->comm),
                                         world_allgather, world};
   if (ibcoll_init_with(&bootstrap, &c->context) != IBCOLL_SUCCESS) {
@@ -154,7 +156,9 @@ int mca_coll_ibcoll_start(mca_coll_ibcoll_module_t* world) {
   ibcoll_comm_t everyone = NULL;
   ibcoll_comm_world(c->context, &everyone);
   const int rank = ompi_comm_rank(world->comm), next = (rank + 1) % ompi_comm_size(world->comm);
-  opal_output_verbose(10, c->output, "coll:ibcoll: rank %d started ibcoll: %s to rank %d", rank,
-                      ibcoll_transport(everyone, next), next);
+  const char* timeout = getenv("IBCOLL_TIMEOUT");
+  opal_output_verbose(10, c->output,
+                      "coll:ibcoll: rank %d started ibcoll: %s to rank %d; IBCOLL_TIMEOUT %s", rank,
+                      ibcoll_transport(everyone, next), next, timeout ? timeout : "(default)");
   return OMPI_SUCCESS;
 }

@@ -61,7 +61,7 @@ bool wait_for(int fd, short events, const Deadline& deadline) {
   while (!deadline.expired()) {
     pollfd p{fd, events, 0};
     const int ready =
-        ::poll(&p, 1, static_cast<int>(std::max<long>(1, deadline.remaining().count())));
+        ::poll(&p, 1, static_cast<int>(std::clamp<long>(deadline.remaining().count(), 1, 1000)));
     if (ready > 0) return true;
     if (ready < 0 && errno != EINTR) throw_errno("bootstrap: poll", errno);
   }

@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -285,7 +289,9 @@ TEST(Errors, AGivenUpSlotCallFailsTheCommunicatorEverywhere) {
           expect_prompt_failure(allreduce, IBCOLL_ERR_TIMEOUT, "gave up", kTimeout,
                                 "the late rank's next call");
         } else {
-          expect_error(allreduce(), IBCOLL_ERR_TIMEOUT, "collective", "left waiting");
+          expect_error(allreduce(), IBCOLL_ERR_TIMEOUT,
+                       "allreduce #1 (slots) on communicator 1 of 3 ranks: it waits for rank 2",
+                       "left waiting");
           expect_prompt_failure(allreduce, IBCOLL_ERR_TIMEOUT, "failed in an earlier call",
                                 kTimeout, "a call after giving up");
         }
@@ -321,7 +327,8 @@ TEST(Errors, AStagedCallGivenUpAmongItsChunksFailsTheCommunicatorEverywhere) {
                                 kTimeout, "the stalled rank's call");
           RANK_CHECK(ibcoll_request_free(&request) == IBCOLL_SUCCESS, ibcoll_last_error());
         } else {
-          expect_error(allreduce(), IBCOLL_ERR_TIMEOUT, "collective", "left waiting among chunks");
+          expect_error(allreduce(), IBCOLL_ERR_TIMEOUT, "allreduce #1 (staged)",
+                       "left waiting among chunks");
         }
         expect_prompt_failure(allreduce, IBCOLL_ERR_TIMEOUT, "failed in an earlier call", kTimeout,
                               "a call after");
@@ -339,25 +346,90 @@ TEST(Errors, NothingLandsInABufferAfterItsCallTimedOut) {
       2, [](int me, int) { return late_data_after_a_timeout(me, 32 << 20); }, options));
 }
 
-// One rank refuses its arguments; the others, waiting for it, end with a timeout error.
+// One rank refuses its arguments; the others, waiting for it, end with a timeout error that
+// names the call (collective, number, algorithm, communicator) and the rank it still waits for,
+// through the slots and through messages.
 TEST(Errors, RanksLeftWaitingTimeOut) {
-  RankOptions options;
-  options.environment["IBCOLL_TIMEOUT"] = "5s";  // also bounds set-up: not too short under load
-  expect_all_ok(run_ranks(
-      3,
-      [](int me, int) {
-        CapiRank r;
-        std::vector<double> data(16, 1.0);
-        const int root = me == 0 ? 7 : 0;
-        const ibcoll_status_t s = ibcoll_bcast(data.data(), 16, IBCOLL_FLOAT64, root, r.world());
-        if (me == 0) {
-          expect_error(s, IBCOLL_ERR_INVALID_ARGUMENT, "root", "root out of range");
-        } else {
-          expect_error(s, IBCOLL_ERR_TIMEOUT, "collective", "left waiting");
-        }
-        return 0;
-      },
-      options));
+  for (const char* slots : {"1", "0"}) {
+    SCOPED_TRACE(std::string("slots ") + slots);
+    RankOptions options;
+    options.environment = {{"IBCOLL_TIMEOUT", "5s"}, {"IBCOLL_SHM_SLOTS", slots}};
+    expect_all_ok(run_ranks(
+        3,
+        [slots](int me, int) {
+          CapiRank r;
+          std::vector<double> data(16, 1.0);
+          const int root = me == 0 ? 7 : 0;
+          const ibcoll_status_t s = ibcoll_bcast(data.data(), 16, IBCOLL_FLOAT64, root, r.world());
+          if (me == 0) {
+            expect_error(s, IBCOLL_ERR_INVALID_ARGUMENT, "root", "root out of range");
+            return 0;
+          }
+          expect_error(s, IBCOLL_ERR_TIMEOUT, "did not complete within 5000 ms", "left waiting");
+          const std::string call = std::string("bcast #1 (") +
+                                   (std::string(slots) == "1" ? "slots" : "binomial") +
+                                   ") on communicator 1 of 3 ranks: it waits for ";
+          expect_error(s, IBCOLL_ERR_TIMEOUT, call, "the call named");
+          // Through the slots each waits for the root's publication; through messages, for its
+          // partner in the check's exchange (rank 1 waits for rank 0, rank 2 for rank 1).
+          expect_error(s, IBCOLL_ERR_TIMEOUT,
+                       std::string(slots) == "1" ? "rank 0 (pid"
+                                                 : "a message from rank " + std::to_string(me - 1),
+                       "the rank awaited");
+          return 0;
+        },
+        options));
+  }
+}
+
+// SIGUSR1 (what mpirun forwards) makes a rank write what its calls in flight wait for, to
+// IBCOLL_HANG_REPORT, without disturbing them: rank 1 waits in an allreduce that rank 0 joins
+// only once it has read rank 1's report, which names the call and the rank it waits for.
+TEST(Errors, AHangReportOnSignalNamesWhatEachCallWaitsFor) {
+  const std::string pattern = "/tmp/ibcoll-hang-" + std::to_string(getpid()) + "-%r.txt";
+  const std::string report = "/tmp/ibcoll-hang-" + std::to_string(getpid()) + "-1.txt";
+  for (const char* slots : {"1", "0"}) {
+    SCOPED_TRACE(std::string("slots ") + slots);
+    unlink(report.c_str());
+    RankOptions options;
+    options.environment = {{"IBCOLL_HANG_REPORT", pattern}, {"IBCOLL_SHM_SLOTS", slots}};
+    expect_all_ok(run_ranks(
+        2,
+        [&report, slots](int me, int) {
+          CapiRank r;
+          std::vector<int64_t> pids(2, 0);
+          pids[static_cast<size_t>(me)] = getpid();
+          RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, pids.data(), 2, IBCOLL_INT64, IBCOLL_SUM,
+                                      r.world()) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          double x = 1.0;
+          if (me == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            kill(static_cast<pid_t>(pids[1]), SIGUSR1);
+            std::string text;
+            for (int i = 0; i < 500 && text.find('\n', text.find("waits for")) == std::string::npos;
+                 ++i) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(10));
+              std::ifstream in(report);
+              text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+            }
+            const std::string call = std::string("allreduce #2 (") +
+                                     (std::string(slots) == "1" ? "slots" : "recursive_doubling") +
+                                     ") on communicator 1 of 2 ranks: it waits for ";
+            RANK_CHECK(text.find("ibcoll hang report: rank 1") != std::string::npos &&
+                           text.find(call) != std::string::npos &&
+                           text.find("rank 0") != std::string::npos,
+                       "the report: " + text);
+          }
+          RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_FLOAT64, IBCOLL_SUM,
+                                      r.world()) == IBCOLL_SUCCESS &&
+                         x == 2.0,
+                     ibcoll_last_error());
+          return 0;
+        },
+        options));
+    unlink(report.c_str());
+  }
 }
 
 // The same with a request that is test-polled instead of waited on: polling has a deadline too.

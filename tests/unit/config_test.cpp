@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "base/deadline.h"
 #include "base/status.h"
 #include "runtime/bootstrap/launch_env.h"
 #include "runtime/config.h"
@@ -31,7 +32,7 @@ void expect_error_naming(const std::map<std::string, std::string>& env, const st
 TEST(Config, DefaultsComeFromTheTable) {
   Config c = Config::from_environment(lookup_in({}));
   EXPECT_EQ(c.log_level, log::Level::warn);
-  EXPECT_EQ(c.timeout, std::chrono::seconds(60));
+  EXPECT_EQ(c.timeout, std::chrono::minutes(10));  // for hangs: a slow rank is waited for
   EXPECT_EQ(c.wait, transport::WaitPolicy::adaptive);
   EXPECT_EQ(c.verbs.eager_limit, 65536u);
   EXPECT_EQ(c.verbs.eager_buffer, 8192u);
@@ -71,10 +72,19 @@ TEST(Config, ParsesEveryKind) {
   EXPECT_EQ(c.verbs.keepalive, std::chrono::seconds(2));
 }
 
+// IBCOLL_TIMEOUT=0 turns the deadline off: a century, long enough never to pass and short
+// enough that a deadline computed from it does not overflow the clock.
+TEST(Config, ATimeoutOfZeroIsNone) {
+  Config c = Config::from_environment(lookup_in({{"IBCOLL_TIMEOUT", "0"}}));
+  EXPECT_EQ(c.timeout, kNoTimeout);
+  EXPECT_GT(c.timeout, std::chrono::hours(24 * 365 * 50));
+  EXPECT_GT(Deadline(c.timeout).remaining(), std::chrono::hours(24 * 365 * 50));
+}
+
 TEST(Config, BadValuesNameTheirVariable) {
   expect_error_naming({{"IBCOLL_LOG", "loud"}}, "IBCOLL_LOG");
   expect_error_naming({{"IBCOLL_TIMEOUT", "soon"}}, "IBCOLL_TIMEOUT");
-  expect_error_naming({{"IBCOLL_TIMEOUT", "0"}}, "IBCOLL_TIMEOUT");
+  expect_error_naming({{"IBCOLL_TIMEOUT", "0s"}}, "IBCOLL_TIMEOUT");
   expect_error_naming({{"IBCOLL_WAIT", "sleepy"}}, "IBCOLL_WAIT");
   expect_error_naming({{"IBCOLL_GID_INDEX", "-2"}}, "IBCOLL_GID_INDEX");
   expect_error_naming({{"IBCOLL_XRC", "maybe"}}, "IBCOLL_XRC");
