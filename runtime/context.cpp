@@ -91,9 +91,14 @@ std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> member
 
 Context::~Context() {
   // No rank may tear down its transports while a peer still needs them (a message it sent
-  // may still be on the wire), so the last step is a barrier of the whole job.
+  // may still be on the wire), so the last step is a barrier of the whole job; unless a rank is
+  // known gone, which would leave the barrier waiting for it until the deadline.
   try {
-    job_.bootstrap().barrier("finalize");
+    if (channel_ && channel_->any_rank_gone()) {
+      IBCOLL_LOG(warn, "leaving without a barrier: a rank of the job is gone");
+    } else {
+      job_.bootstrap().barrier("finalize");
+    }
   } catch (const Error& e) {
     IBCOLL_LOG(warn, "leaving without every rank: " << e.what());
   }

@@ -39,12 +39,27 @@ class Channel : public Poller {
   // operation that waits on someone else notice that a member it depends on is gone.
   virtual const Status* peer_failure(int peer) const = 0;
 
+  // Who hears of ranks that are gone, to spread the news job-wide (RoutedChannel): a peer this
+  // channel saw die (its process exited, its node stopped answering), and a peer's word that
+  // some rank of the job is gone.
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    virtual void peer_gone(const Channel& from, int peer, const Status& why) = 0;
+    virtual void heard_gone(const Channel& from, int teller, uint32_t job_rank, Code code) = 0;
+  };
+  void observe(Observer* observer) { observer_ = observer; }
+  // Tells every peer this channel reaches now that job rank `job_rank` is gone (`code` why).
+  virtual void tell_peers_gone(uint32_t job_rank, Code code) = 0;
+
  protected:
   // The argument checks every channel makes first: Error(invalid_argument) naming the argument.
   void check_send(int peer, const void* buffer, size_t length, const Completion& done) const;
   void check_recv(int peer, const void* buffer, size_t capacity, const Completion& done) const;
   // The status of a receive of `message_bytes` into `capacity`: ok, or truncated.
   static Status receive_status(int peer, uint64_t message_bytes, size_t capacity);
+
+  Observer* observer_ = nullptr;
 
  private:
   void check_peer(int peer, const char* call) const;

@@ -16,6 +16,37 @@ RoutedChannel::RoutedChannel(int rank, std::vector<Route> routes, std::vector<Ch
       throw Error(Code::internal, "no transport reaches rank " + std::to_string(r));
     }
   }
+  for (Channel* c : channels_)
+    c->observe(this);
+}
+
+int RoutedChannel::job_rank_of(const Channel& from, int peer) const {
+  for (size_t r = 0; r < routes_.size(); ++r) {
+    if (routes_[r].channel == &from && routes_[r].peer == peer) return static_cast<int>(r);
+  }
+  return -1;
+}
+
+void RoutedChannel::peer_gone(const Channel& from, int peer, const Status& why) {
+  const int rank = job_rank_of(from, peer);
+  if (rank >= 0) note_gone(rank, why);
+}
+
+void RoutedChannel::heard_gone(const Channel& from, int teller, uint32_t job_rank, Code code) {
+  if (job_rank >= routes_.size() || static_cast<int>(job_rank) == rank_) return;
+  note_gone(static_cast<int>(job_rank),
+            Status(code, "rank " + std::to_string(job_rank) + " is gone (rank " +
+                             std::to_string(job_rank_of(from, teller)) + " saw it fail)"));
+}
+
+void RoutedChannel::note_gone(int rank, Status why) {
+  if (!gone_.emplace(rank, std::move(why)).second) return;  // heard already: told already
+  to_tell_.emplace_back(static_cast<uint32_t>(rank), gone_.at(rank).code());
+}
+
+void RoutedChannel::tell_peers_gone(uint32_t job_rank, Code code) {
+  for (Channel* c : channels_)
+    c->tell_peers_gone(job_rank, code);
 }
 
 void RoutedChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
@@ -40,6 +71,11 @@ int RoutedChannel::poll() {
   int events = 0;
   for (Channel* c : channels_)
     events += c->poll();
+  while (!to_tell_.empty()) {
+    const auto [rank, code] = to_tell_.back();
+    to_tell_.pop_back();
+    tell_peers_gone(rank, code);
+  }
   return events;
 }
 

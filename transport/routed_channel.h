@@ -1,15 +1,25 @@
 // RoutedChannel: one Channel over every rank of the job that hands each peer to the transport
 // reaching it: shared memory inside a node, verbs between nodes (or one of them for all, when
 // forced). Collectives see a single channel and never learn which transport carried a message.
+//
+// It also spreads the news of a rank that is gone: when a transport sees a peer die (its
+// process exits; its node stops answering keepalives or the transport's retries), or a peer
+// says some rank is gone, the rank is noted gone here (peer_failure() answers for it, so every
+// call with it among its members fails) and, the first time, every peer that any transport
+// reaches now hears it too. The word floods the graph of connections once per gone rank, so a
+// rank that waits on a live partner that waits on the dead one learns it in seconds, not at its
+// deadline.
 #pragma once
 
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "transport/channel.h"
 
 namespace ibcoll::transport {
 
-class RoutedChannel final : public Channel {
+class RoutedChannel final : public Channel, private Channel::Observer {
  public:
   // How to reach one peer: through `channel`, where it is rank `peer`.
   struct Route {
@@ -28,20 +38,33 @@ class RoutedChannel final : public Channel {
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel(uint64_t first, uint64_t last) override;
   const Status* peer_failure(int peer) const override {
+    if (auto it = gone_.find(peer); it != gone_.end()) return &it->second;
     const Route& route = routes_[static_cast<size_t>(peer)];
     return route.channel ? route.channel->peer_failure(route.peer) : nullptr;
   }
+  void tell_peers_gone(uint32_t job_rank, Code code) override;
   int poll() override;
   int arm_event_fd() override;
 
+  // Whether some rank of the job is known gone.
+  bool any_rank_gone() const { return !gone_.empty(); }
   // The transport that reaches `peer` (for reports: "shm" or "verbs" by the caller's naming).
   const Channel* channel_of(int peer) const { return routes_[static_cast<size_t>(peer)].channel; }
 
  private:
+  // Channel::Observer
+  void peer_gone(const Channel& from, int peer, const Status& why) override;
+  void heard_gone(const Channel& from, int teller, uint32_t job_rank, Code code) override;
+  // The job rank that is `peer` of channel `from`.
+  int job_rank_of(const Channel& from, int peer) const;
+  void note_gone(int rank, Status why);
+
   int rank_;
   std::vector<Route> routes_;
   std::vector<Channel*> channels_;
   size_t max_message_size_ = 0;
+  std::unordered_map<int, Status> gone_;            // ranks known gone, and why
+  std::vector<std::pair<uint32_t, Code>> to_tell_;  // told from poll(), outside the transports
 };
 
 }  // namespace ibcoll::transport

@@ -33,6 +33,7 @@ std::optional<MessageHeader> parse_message(const void* bytes, size_t size) {
     case Type::keepalive:
     case Type::send_withdrawn:
     case Type::receive_withdrawn:
+    case Type::rank_gone:
       break;
     default:
       return std::nullopt;

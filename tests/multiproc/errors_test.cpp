@@ -203,9 +203,7 @@ TEST(Errors, ARankThatDiesFailsTheOthersCalls) {
 // A large node-local allreduce (staged: in chunks through the staging halves) of `x`, started
 // and test-polled a little, so that this rank has begun its chunks; then left running.
 ibcoll_request_t start_staged_allreduce(CapiRank& r, std::vector<double>& x) {
-  RANK_CHECK(std::string(ibcoll_algorithm(r.world(), IBCOLL_ALLREDUCE, x.size(), IBCOLL_FLOAT64)) ==
-                 "staged",
-             "a large node-local allreduce goes through the staging halves");
+  expect_algorithm(r.world(), IBCOLL_ALLREDUCE, x.size(), IBCOLL_FLOAT64, "staged");
   ibcoll_request_t request = nullptr;
   RANK_CHECK(ibcoll_iallreduce(IBCOLL_IN_PLACE, x.data(), x.size(), IBCOLL_FLOAT64, IBCOLL_SUM,
                                r.world(), &request) == IBCOLL_SUCCESS,
@@ -280,9 +278,7 @@ TEST(Errors, AGivenUpSlotCallFailsTheCommunicatorEverywhere) {
         auto allreduce = [&] {
           return ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_FLOAT64, IBCOLL_SUM, r.world());
         };
-        RANK_CHECK(std::string(ibcoll_algorithm(r.world(), IBCOLL_ALLREDUCE, 1, IBCOLL_FLOAT64)) ==
-                       "slots",
-                   "a small node-local allreduce runs in the slots");
+        expect_algorithm(r.world(), IBCOLL_ALLREDUCE, 1, IBCOLL_FLOAT64, "slots");
         if (me == 2) {
           std::this_thread::sleep_for(kTimeout + std::chrono::milliseconds(1500));
           RANK_CHECK(allreduce() == IBCOLL_SUCCESS && x == 3.0, ibcoll_last_error());

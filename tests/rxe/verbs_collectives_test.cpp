@@ -3,9 +3,17 @@
 // a smaller sweep of types and sizes than on the host (emulation is slow), eager and rendezvous.
 // (The slot algorithms run in shared memory only, so they are not forced here.)
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
 
 #include "collectives/registry.h"
 #include "tests/support/collectives.h"
@@ -87,6 +95,56 @@ TEST(VerbsCollectives, ADeviceThatWillNotOpenOnOneRankFailsEveryRanksInit) {
         return 0;
       },
       options));
+}
+
+// A rank dies between calls; in the next allreduce (recursive doubling, 4 ranks) rank 0 waits
+// only on rank 2, which waits on the dead rank 3, and rank 0 has never talked to rank 3. Rank 2
+// finds rank 3 dead (keepalives) and says so to the ranks it reaches, so rank 0's call fails in
+// seconds too, naming rank 3, where it used to wait out its own deadline (here 60 s).
+TEST(VerbsCollectives, ADeadRankIsKnownToRanksThatNeverTalkedToIt) {
+  const std::string base = "/tmp/ibcoll-dead-rank-" + std::to_string(getpid()) + "-";
+  auto done_file = [&](int rank) { return base + std::to_string(rank); };
+  RankOptions options;
+  options.environment = {{"IBCOLL_TRANSPORT", "verbs"}, {"IBCOLL_TIMEOUT", "60s"}};
+  const auto exits = run_ranks(
+      4,
+      [&](int me, int) {
+        CapiRank r;
+        double x = 1.0;
+        auto allreduce = [&] {
+          return ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_FLOAT64, IBCOLL_SUM, r.world());
+        };
+        expect_algorithm(r.world(), IBCOLL_ALLREDUCE, 1, IBCOLL_FLOAT64, "recursive_doubling");
+        RANK_CHECK(allreduce() == IBCOLL_SUCCESS, ibcoll_last_error());
+        if (me == 3) raise(SIGKILL);
+        const auto start = std::chrono::steady_clock::now();
+        const ibcoll_status_t s = allreduce();
+        const auto took = std::chrono::steady_clock::now() - start;
+        RANK_CHECK(s == IBCOLL_ERR_PEER_FAILED && (std::strstr(ibcoll_last_error(), "rank 3") ||
+                                                   std::strstr(ibcoll_last_error(), "peer 3")),
+                   std::string(ibcoll_status_name(s)) + ": " + ibcoll_last_error());
+        RANK_CHECK(
+            took < std::chrono::seconds(30),
+            "rank 3's death took " +
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(took).count()) +
+                " s to reach this rank");
+        // Stay alive until every survivor has its answer: a survivor that left would be found
+        // dead itself, and its partners would fail for that reason instead.
+        std::ofstream(done_file(me)) << "done";
+        for (int i = 0; i < 600; ++i) {
+          if (std::ifstream(done_file(0)) && std::ifstream(done_file(1)) &&
+              std::ifstream(done_file(2))) {
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return 0;
+      },
+      options);
+  for (int rank = 0; rank < 3; ++rank)
+    std::remove(done_file(rank).c_str());
+  EXPECT_EQ(exits[3].signal, SIGKILL) << describe(exits);
+  EXPECT_TRUE(exits[0].ok() && exits[1].ok() && exits[2].ok()) << describe(exits);
 }
 
 }  // namespace

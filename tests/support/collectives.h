@@ -144,6 +144,15 @@ inline void expect_same_everywhere(ibcoll_comm_t comm, const void* data, size_t 
   RANK_CHECK(least[0] == h && least[1] == ~h, what + ": ranks hold different bits");
 }
 
+// Fails the rank unless a call of `count` `type` on `comm` runs the algorithm `name` (a test
+// about one algorithm's behaviour makes sure it is that one).
+inline void expect_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective, size_t count,
+                             ibcoll_datatype_t type, const std::string& name) {
+  const char* chosen = ibcoll_algorithm(comm, collective, count, type);
+  RANK_CHECK(chosen && name == chosen,
+             "the call runs " + std::string(chosen ? chosen : "?") + ", not " + name);
+}
+
 // A forced algorithm that cannot run on a call (too large for it; slots without a slot region)
 // gives way to the table's choice without a word. So a sweep that forces one (IBCOLL_*_ALGO)
 // fails the rank unless that algorithm really runs every call it can. Here every member shares

@@ -18,6 +18,7 @@ enum class FragmentKind : uint32_t {
   rendezvous,  // a message to read from the sender: tag, total, then a RemoteMessage
   fallback,    // the first fragment of refused rendezvous `tag` (its id), copied through
   aborted,     // the message being copied through, or refused rendezvous `tag`, was withdrawn
+  rank_gone,   // job rank `tag` is gone (why: `total`, a Code); between messages
 };
 
 struct FragmentHeader {
@@ -61,6 +62,9 @@ inline std::string fragment_error(const FragmentHeader& header, bool under_way, 
       }
       return {};
     case FragmentKind::aborted:
+      return {};
+    case FragmentKind::rank_gone:
+      if (under_way) return "news of a rank inside a message";
       return {};
   }
   return "an unknown kind " + std::to_string(static_cast<uint32_t>(header.kind));

@@ -214,8 +214,18 @@ int ShmChannel::fill(int peer) {
 
 // Writes the next fragment of `op` (the front of p.outgoing) into `slot`; pops the op once it
 // has nothing more to say.
+void ShmChannel::tell_peers_gone(uint32_t job_rank, Code code) {
+  for (int peer = 0; peer < size_; ++peer) {
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (peer == rank_ || p.failed) continue;
+    p.outgoing.push_back({Kind::rank_gone, 0, job_rank, nullptr, static_cast<size_t>(code), 0, {}});
+    fill(peer);
+  }
+}
+
 bool ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
-  const bool by_id = op.kind == Kind::fallback || op.kind == Kind::aborted;
+  const bool by_id =
+      op.kind == Kind::fallback || op.kind == Kind::aborted || op.kind == Kind::rank_gone;
   FragmentHeader header{by_id ? op.id : op.tag, op.length, 0, op.sent == 0 ? op.kind : Kind::more};
   switch (header.kind) {
     case Kind::rendezvous: {
@@ -235,6 +245,7 @@ bool ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
       break;
     }
     case Kind::aborted:
+    case Kind::rank_gone:  // the code travels as `total`
       std::memcpy(slot, &header, sizeof(header));
       p.to.publish();
       break;
@@ -309,6 +320,12 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
       return on_data(peer, header, payload);
     case Kind::aborted:
       return on_aborted(peer, header.tag);
+    case Kind::rank_gone:
+      if (observer_) {
+        observer_->heard_gone(*this, peer, static_cast<uint32_t>(header.tag),
+                              static_cast<Code>(header.total));
+      }
+      return;
   }
 }
 
@@ -427,17 +444,20 @@ void ShmChannel::check_liveness() {
     const pid_t pid = pids()[peer];
     if (pid > 0 && !process_alive(pid)) {
       drain(peer);  // what it sent before it died is still good
-      fail_peer(peer, Status(Code::peer_failed, "peer " + std::to_string(peer) + " (pid " +
-                                                    std::to_string(pid) + ") has exited"));
+      fail_peer(peer,
+                Status(Code::peer_failed, "peer " + std::to_string(peer) + " (pid " +
+                                              std::to_string(pid) + ") has exited"),
+                true);
     }
   }
 }
 
-void ShmChannel::fail_peer(int peer, const Status& status) {
+void ShmChannel::fail_peer(int peer, const Status& status, bool gone) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.failed) return;
   p.failed = true;
   p.failure = status;
+  if (gone && observer_) observer_->peer_gone(*this, peer, status);
   IBCOLL_LOG(warn, "peer " << peer << " failed: " << status.message());
   for (SendOp& op : p.outgoing)
     completions_.add(std::move(op.done), status, 0);

@@ -62,6 +62,7 @@ class ShmChannel final : public Channel {
     const auto& p = peers_[static_cast<size_t>(peer)];
     return p.failed ? &p.failure : nullptr;
   }
+  void tell_peers_gone(uint32_t job_rank, Code code) override;
   int poll() override;
   // The flag/slot region of the node's segment, for node-local collectives.
   const SlotRegion& slots() const { return slots_; }
@@ -137,7 +138,8 @@ class ShmChannel final : public Channel {
   void withdraw_sends(int peer, uint64_t first, uint64_t last);
   static Status withdrawn(int peer);
   void check_liveness();
-  void fail_peer(int peer, const Status& status);
+  // `gone`: its process has exited (the observer hears of it), not merely misbehaved.
+  void fail_peer(int peer, const Status& status, bool gone = false);
   pid_t* pids() const { return reinterpret_cast<pid_t*>(segment_.data()); }
 
   int rank_, size_;

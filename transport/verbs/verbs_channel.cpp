@@ -224,7 +224,9 @@ void VerbsChannel::on_send_done(const ibv_wc& wc) {
   const SendSlot slot = slots_[work_index(wc.wr_id)];
   retire_through(slot.peer, wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) {
-    return fail_peer(slot.peer, completion_error(wc, slot.peer, "send"));
+    // Retries exhausted: the peer's port no longer answers.
+    return fail_peer(slot.peer, completion_error(wc, slot.peer, "send"),
+                     wc.status == IBV_WC_RETRY_EXC_ERR);
   }
   if (slot.probe) peers_[static_cast<size_t>(slot.peer)].probe_outstanding = false;  // alive
   pump(slot.peer);
@@ -258,11 +260,12 @@ void VerbsChannel::on_connected(int peer, bool announce) {
   pump(peer);
 }
 
-void VerbsChannel::fail_peer(int peer, const Status& status) {
+void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.failed) return;
   p.failed = true;
   p.failure = status;
+  if (gone && observer_) observer_->peer_gone(*this, peer, status);
   if (ibv_qp* qp = p.connected ? connector_->queue_pair(peer) : nullptr) {
     // Into the error state: whatever is still posted flushes back, giving its slots back.
     ibv_qp_attr attr{};
@@ -300,6 +303,15 @@ void VerbsChannel::fail_peer(int peer, const Status& status) {
   p.assembly.reset();
 }
 
+void VerbsChannel::tell_peers_gone(uint32_t job_rank, Code code) {
+  for (int peer = 0; peer < size_; ++peer) {
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    if (!p.connected || p.failed || peer == static_cast<int>(job_rank)) continue;
+    p.notices.push_back({wire::Type::rank_gone, job_rank, static_cast<uint32_t>(code)});
+    pump(peer);
+  }
+}
+
 void VerbsChannel::on_tick(Clock::time_point now) {
   connector_->tick(now);
   for (int peer = 0; peer < size_; ++peer) {
@@ -314,7 +326,8 @@ void VerbsChannel::on_tick(Clock::time_point now) {
                          "peer " + std::to_string(peer) + " stopped acknowledging (no " +
                              "answer to a keepalive in " +
                              std::to_string((kUnansweredProbes * options_.keepalive).count()) +
-                             " ms, IBCOLL_KEEPALIVE)"));
+                             " ms, IBCOLL_KEEPALIVE)"),
+                  true);
       }
       continue;
     }

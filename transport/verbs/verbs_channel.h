@@ -75,6 +75,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     const auto& p = peers_[static_cast<size_t>(peer)];
     return p.failed ? &p.failure : nullptr;
   }
+  void tell_peers_gone(uint32_t job_rank, Code code) override;
   int poll() override;
   int arm_event_fd() override { return cq_->arm(); }
 
@@ -155,11 +156,11 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint32_t wrs;  // work requests it stands for (an RDMA write may be several chunks)
     bool signaled;
   };
-  // A withdrawal the peer must hear of (send_withdrawn or receive_withdrawn), not yet posted.
+  // News the peer must hear (send_withdrawn, receive_withdrawn, rank_gone), not yet posted.
   struct Notice {
     wire::Type type;
     uint64_t tag;
-    uint32_t send_id;
+    uint32_t send_id;  // or, for rank_gone, the Code
   };
   struct Peer {
     std::deque<Outgoing> outgoing;
@@ -218,7 +219,9 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   bool has_room(int peer, uint32_t wrs) const;
   bool should_signal(Peer& p, bool probe);
   void retire_through(int peer, uint64_t work_id);
-  void fail_peer(int peer, const Status& status);
+  // `gone`: the peer stopped answering the transport itself (keepalives, retries), so its
+  // process or node is likely dead: the observer hears of it.
+  void fail_peer(int peer, const Status& status, bool gone = false);
   uint32_t new_id();
   Status completion_error(const ibv_wc& wc, int peer, const char* what) const;
 

@@ -144,6 +144,12 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
     case wire::Type::receive_withdrawn:
       on_receive_withdrawn(peer, static_cast<uint32_t>(header->length));
       break;
+    case wire::Type::rank_gone:
+      if (observer_) {
+        observer_->heard_gone(*this, peer, static_cast<uint32_t>(header->tag),
+                              static_cast<Code>(header->length));
+      }
+      break;
     default:
       break;  // credit, ready, keepalive: their effect is above
   }
