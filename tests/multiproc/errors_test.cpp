@@ -22,6 +22,19 @@
 namespace ibcoll::testing {
 namespace {
 
+// Fails the rank unless `status` says that rank `dead` of the job died: seen here ("peer 2 (pid
+// ...) has exited", or "rank 2 of the communicator ... has exited" in the slots), or heard from
+// a rank that saw it ("rank 2 is gone").
+void expect_dead_rank_named(ibcoll_status_t status, int dead, const std::string& what) {
+  const std::string m = ibcoll_last_error(), r = std::to_string(dead);
+  RANK_CHECK(status == IBCOLL_ERR_PEER_FAILED, what + ": " + ibcoll_status_name(status) + ": " + m);
+  RANK_CHECK(
+      (m.find(r + " (pid") != std::string::npos && m.find("has exited") != std::string::npos) ||
+          m.find("rank " + r + " is gone") != std::string::npos ||
+          m.find("rank " + r + " of the communicator") != std::string::npos,
+      what + ": the message does not name dead rank " + r + ": " + m);
+}
+
 // Fails the rank unless `status` is `want` and the last error mentions `needle`.
 void expect_error(ibcoll_status_t status, ibcoll_status_t want, const std::string& needle,
                   const std::string& what) {
@@ -191,10 +204,12 @@ TEST(Errors, ARankThatDiesFailsTheOthersCalls) {
           ibcoll_status_t s = IBCOLL_SUCCESS;
           for (int i = 0; i < 1000 && s == IBCOLL_SUCCESS; ++i)
             s = ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_FLOAT64, IBCOLL_MAX, r.world());
-          expect_error(s, IBCOLL_ERR_PEER_FAILED, "has exited", "a call with a dead member");
+          expect_dead_rank_named(s, 2, "a call with a dead member");
+          meet_without_ibcoll("answered", me, {0, 1});  // a survivor that left would look dead
           return 0;
         },
         options);
+    meeting_over("answered", {0, 1});
     EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
     EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
   }
@@ -236,12 +251,14 @@ TEST(Errors, ARankThatDiesInsideALargeCallFailsTheOthers) {
         for (int i = 0; i < 100 && s == IBCOLL_SUCCESS; ++i)
           s = ibcoll_allreduce(IBCOLL_IN_PLACE, x.data(), count, IBCOLL_FLOAT64, IBCOLL_SUM,
                                r.world());
-        expect_error(s, IBCOLL_ERR_PEER_FAILED, "has exited", "a large call with a dead member");
+        expect_dead_rank_named(s, 2, "a large call with a dead member");
         RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(6),
                    "the death was noticed before the timeout");
+        meet_without_ibcoll("answered-large", me, {0, 1});
         return 0;
       },
       options);
+  meeting_over("answered-large", {0, 1});
   EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
   EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
 }

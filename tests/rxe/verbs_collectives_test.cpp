@@ -102,13 +102,11 @@ TEST(VerbsCollectives, ADeviceThatWillNotOpenOnOneRankFailsEveryRanksInit) {
 // finds rank 3 dead (keepalives) and says so to the ranks it reaches, so rank 0's call fails in
 // seconds too, naming rank 3, where it used to wait out its own deadline (here 60 s).
 TEST(VerbsCollectives, ADeadRankIsKnownToRanksThatNeverTalkedToIt) {
-  const std::string base = "/tmp/ibcoll-dead-rank-" + std::to_string(getpid()) + "-";
-  auto done_file = [&](int rank) { return base + std::to_string(rank); };
   RankOptions options;
   options.environment = {{"IBCOLL_TRANSPORT", "verbs"}, {"IBCOLL_TIMEOUT", "60s"}};
   const auto exits = run_ranks(
       4,
-      [&](int me, int) {
+      [](int me, int) {
         CapiRank r;
         double x = 1.0;
         auto allreduce = [&] {
@@ -130,19 +128,11 @@ TEST(VerbsCollectives, ADeadRankIsKnownToRanksThatNeverTalkedToIt) {
                 " s to reach this rank");
         // Stay alive until every survivor has its answer: a survivor that left would be found
         // dead itself, and its partners would fail for that reason instead.
-        std::ofstream(done_file(me)) << "done";
-        for (int i = 0; i < 600; ++i) {
-          if (std::ifstream(done_file(0)) && std::ifstream(done_file(1)) &&
-              std::ifstream(done_file(2))) {
-            break;
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
+        meet_without_ibcoll("answered", me, {0, 1, 2});
         return 0;
       },
       options);
-  for (int rank = 0; rank < 3; ++rank)
-    std::remove(done_file(rank).c_str());
+  meeting_over("answered", {0, 1, 2});
   EXPECT_EQ(exits[3].signal, SIGKILL) << describe(exits);
   EXPECT_TRUE(exits[0].ok() && exits[1].ok() && exits[2].ok()) << describe(exits);
 }

@@ -19,6 +19,13 @@ inline std::vector<RankExit> run_ranks(int size, const std::function<int(int ran
   return runtime::launch_local_ranks(size, body, options);
 }
 
+// In a rank: marks `me` as arrived at `name` (a file in /tmp) and waits, at most a minute, until
+// every rank of `ranks` has, without ibcoll (a test whose job has lost a rank has no barrier
+// left): survivors that must not leave before the others have their answers meet here.
+void meet_without_ibcoll(const std::string& name, int me, const std::vector<int>& ranks);
+// In the test, once the ranks have exited: removes the meeting's files.
+void meeting_over(const std::string& name, const std::vector<int>& ranks);
+
 // In the test: every rank exited 0.
 inline void expect_all_ok(const std::vector<RankExit>& exits) {
   for (const auto& e : exits)

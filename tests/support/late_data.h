@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <thread>
 #include <vector>
 
 #include "tests/support/collectives.h"
@@ -34,7 +35,12 @@ inline int late_data_after_a_timeout(int me, size_t bytes) {
       ibcoll_ibcast(data.data(), bytes, IBCOLL_UINT8, 0, r.world(), &request) == IBCOLL_SUCCESS,
       ibcoll_last_error());
   if (me == 0) {  // stopped midway by the receiver, then on: its sends end one way or another
-    ibcoll_wait(request);
+    // Slowly (a ringful per millisecond at most), so the receiver sees the first bytes long
+    // before the last are sent.
+    for (int done = 0; !done;) {
+      if (ibcoll_test(request, &done) != IBCOLL_SUCCESS) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     ibcoll_request_free(&request);
     return 0;
   }
