@@ -46,6 +46,7 @@ class RdmaCmConnector final : public ConnectionManager {
     QueueCaps caps;
     uint32_t granted_credits = 0;
     Clock::time_point started{};
+    bool said_slow = false;  // the log said once that it takes longer than IBCOLL_TIMEOUT
   };
 
   void handle(rdma_cm_event& event, std::vector<rdma_cm_id*>& retire);

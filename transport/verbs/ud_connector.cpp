@@ -2,7 +2,9 @@
 
 #include "transport/verbs/work_id.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "base/log.h"
 
@@ -144,16 +146,21 @@ void UdConnector::tick(Clock::time_point now) {
   for (int peer = 0; peer < setup_.size; ++peer) {
     Link& l = link(peer);
     if (l.state != State::requested && l.state != State::connected) continue;
-    if (now - l.started >= setup_.options.timeout) {
-      l.state = State::failed;
-      listener_.on_connect_failed(
-          peer, Status(Code::peer_failed, "peer " + std::to_string(peer) +
-                                              " did not complete the connection handshake within " +
-                                              std::to_string(setup_.options.timeout.count()) +
-                                              " ms (IBCOLL_TIMEOUT)"));
-      continue;
+    // A peer that does not answer may be busy elsewhere (computing, not polling) rather than
+    // gone: it is never failed for that. Calls waiting on it end by their own deadline, and a
+    // dead one is known from the ranks that saw it die (RoutedChannel); the handshake goes on,
+    // less often once past the deadline (every 10 s at most), in case it answers after all.
+    const auto waited = now - l.started;
+    const bool late = waited >= setup_.options.timeout;
+    if (late && !std::exchange(l.said_slow, true)) {
+      IBCOLL_LOG(warn, "peer " << peer << " has not completed the connection handshake within "
+                               << setup_.options.timeout.count()
+                               << " ms (IBCOLL_TIMEOUT); still trying");
     }
-    if (l.state == State::requested && now - l.last_request >= setup_.options.handshake_retry) {
+    const auto retry =
+        late ? std::max<Clock::duration>(setup_.options.handshake_retry, std::chrono::seconds(10))
+             : Clock::duration(setup_.options.handshake_retry);
+    if (l.state == State::requested && now - l.last_request >= retry) {
       ++stats_.handshake_retries;
       send_handshake(peer, wire::Type::handshake_request);
     }

@@ -49,6 +49,7 @@ class UdConnector final : public ConnectionManager {
     uint64_t remote_incarnation = 0;
     uint32_t granted_credits = 0;
     Clock::time_point started{}, last_request{};
+    bool said_slow = false;  // the log said once that it takes longer than IBCOLL_TIMEOUT
   };
 
   void on_datagram(uint32_t slot, uint32_t byte_len);

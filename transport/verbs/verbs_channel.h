@@ -7,7 +7,7 @@
 //  - credits: a peer may have at most `credits` messages in our SRQ; we return credits as we
 //    consume them (piggybacked, or in a credit message), so a many-to-one burst never
 //    exhausts the SRQ;
-//  - failures: an error completion, a fatal async event or a handshake past its deadline fails
+//  - failures: an error completion, a fatal async event or an rdma_cm connection error fails
 //    every operation that depends on that peer, with the verbs status in the message;
 //  - cancel(): a send not begun is forgotten; one under way tells the receiver
 //    (send_withdrawn), whose receive fails; an RDMA write from it that is posted is waited for.
