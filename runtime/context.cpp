@@ -80,6 +80,7 @@ void Context::open_transports_and_world() {
   std::vector<int> everyone(static_cast<size_t>(job_.size()));
   std::iota(everyone.begin(), everyone.end(), 0);
   world_ = make_communicator(std::move(everyone), job_.rank(), 1);
+  used_ids_[0] = used_ids_[1] = true;  // 0 is no communicator's
 }
 
 std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> members, int rank,
@@ -186,11 +187,15 @@ Status Context::run(Communicator& communicator, Collective collective,
     return call.algorithm.run_here(
         call.group, call.args, call.tag,
         [this](FunctionRef<bool()> done, FunctionRef<std::string()> describe) {
-          struct Running {  // named for a hang report while it runs, nested drives included
+          // Named for a hang report while it runs. Several run at once when their waits let
+          // other threads in (an MPI library's lock is released around its progress), and end
+          // in any order: each takes out its own entry.
+          struct Running {
             Context& c;
-            const FunctionRef<std::string()>* outer;
-            ~Running() { c.running_here_ = outer; }
-          } running{*this, std::exchange(running_here_, &describe)};
+            const FunctionRef<std::string()>* describe;
+            ~Running() { std::erase(c.running_here_, describe); }
+          } running{*this, &describe};
+          running_here_.push_back(&describe);
           drive_until(done, describe);
         });
   }
@@ -208,7 +213,8 @@ void Context::advance_all() {
 
 std::vector<std::string> Context::calls_in_flight() const {
   std::vector<std::string> calls;
-  if (running_here_) calls.push_back((*running_here_)());
+  for (const FunctionRef<std::string()>* describe : running_here_)
+    calls.push_back((*describe)());
   for (const Request* r : in_flight_) {
     if (!r->done()) calls.push_back(r->operation_->describe());
   }
@@ -307,6 +313,7 @@ std::unique_ptr<Communicator> Context::create_group(Communicator& parent, int co
     throw Error(Code::system_error, "communicator: all 65535 communicator ids are used");
   }
   next_communicator_id_ = static_cast<uint32_t>(id + 1);
+  used_ids_[static_cast<size_t>(id)] = true;
   if (color < 0) return nullptr;
   std::vector<size_t> chosen;
   for (size_t r = 0; r < n; ++r) {
@@ -324,11 +331,11 @@ std::unique_ptr<Communicator> Context::create_group(Communicator& parent, int co
 }
 
 std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, uint32_t id) {
-  if (id < next_communicator_id_ || id > UINT16_MAX) {
+  if (!id_unused(id)) {
     throw Error(Code::invalid_argument,
                 "id: " + std::to_string(id) +
-                    " is not free here (free ids: " + std::to_string(next_communicator_id_) +
-                    "..65535; pass the largest next free id of the members)");
+                    (id > UINT16_MAX ? " is past 65535" : " has been used here before") +
+                    " (pass one no member has used: the members' largest next free id is one)");
   }
   check_rank_list(ranks, job_.size());
   const auto position = std::find(ranks.begin(), ranks.end(), job_.rank());
@@ -337,7 +344,8 @@ std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, ui
     throw Error(Code::invalid_argument,
                 "ranks: this process (rank " + std::to_string(job_.rank()) + ") is not listed");
   }
-  next_communicator_id_ = static_cast<uint32_t>(id + 1);
+  next_communicator_id_ = std::max(next_communicator_id_, id + 1);
+  used_ids_[id] = true;
   return make_communicator({ranks.begin(), ranks.end()}, rank, static_cast<uint16_t>(id));
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -64,11 +65,13 @@ class Context {
   // ranks form a communicator in list order; null elsewhere.
   std::unique_ptr<collectives::Communicator> create(collectives::Communicator& parent,
                                                     std::span<const int> ranks);
-  // For a caller that agrees on communicators by its own means (an MPI library): this
-  // process's next free communicator id, and, not collective, a communicator of `ranks` (job
-  // ranks, this one among them) with `id`, which every member passes alike and which is at
-  // least every member's next free id (their maximum).
+  // For a caller that agrees on communicators by its own means (an MPI library). An id names
+  // one communicator for good (a late message or a slot region of a freed one must never meet
+  // a new one): next_free_id is above every id this process has used, id_unused says whether
+  // it has used `id`, and from_ranks (not collective) makes a communicator of `ranks` (job
+  // ranks, this one among them) with `id`, which every member passes alike and none has used.
   uint32_t next_free_id() const { return next_communicator_id_; }
+  bool id_unused(uint32_t id) const { return id <= UINT16_MAX && !used_ids_[id]; }
   std::unique_ptr<collectives::Communicator> from_ranks(std::span<const int> ranks, uint32_t id);
 
   // Starts a collective call (arguments checked first: Error(invalid_argument)).
@@ -118,9 +121,11 @@ class Context {
   std::unique_ptr<transport::RoutedChannel> channel_;
   std::unique_ptr<collectives::Communicator> world_;
   uint32_t next_communicator_id_ = 2;  // 1 is the world's; ids end at 65535
+  std::vector<bool> used_ids_ = std::vector<bool>(UINT16_MAX + 1);  // by id
   std::vector<Request*> in_flight_;
-  // A blocking call run on its caller's stack (not a Request), while it runs: its description.
-  const FunctionRef<std::string()>* running_here_ = nullptr;
+  // The blocking calls run on their callers' stacks (not Requests), while they run: their
+  // descriptions.
+  std::vector<const FunctionRef<std::string()>*> running_here_;
   uint32_t progress_calls_ = 0;
   std::unique_ptr<transport::FunctionPoller> external_progress_;
 };

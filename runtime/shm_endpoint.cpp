@@ -34,13 +34,18 @@ std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
     if (creator) segment = std::make_unique<SharedSegment>(SharedSegment::create(name, bytes));
     return std::string();
   });
-  exchange_set_up(bootstrap, "shm-attached", [&] {  // every rank has it mapped: the name can go
-    if (!creator) {
-      segment =
-          std::make_unique<SharedSegment>(SharedSegment::open(name, bytes, job.config().timeout));
-    }
-    return std::string();
-  });
+  try {
+    exchange_set_up(bootstrap, "shm-attached", [&] {  // every rank has it mapped: the name can go
+      if (!creator) {
+        segment =
+            std::make_unique<SharedSegment>(SharedSegment::open(name, bytes, job.config().timeout));
+      }
+      return std::string();
+    });
+  } catch (const Error&) {
+    if (creator) segment->unlink();  // a rank that could not attach leaves no name behind
+    throw;
+  }
   if (creator) segment->unlink();
   bootstrap.barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
   return std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment),

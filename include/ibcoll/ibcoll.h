@@ -123,11 +123,15 @@ ibcoll_status_t ibcoll_comm_split(ibcoll_comm_t parent, int color, int key, ibco
  * communicator in list order; elsewhere *comm is set to NULL. */
 ibcoll_status_t ibcoll_comm_create(ibcoll_comm_t parent, const int* ranks, int count,
                                    ibcoll_comm_t* comm);
-/* For a caller that agrees on its communicators by its own means (an MPI library): this
- * process's next free communicator id; and, not collective, the communicator of the listed job
- * ranks (this one among them, in communicator order) with `id`. Every member passes the same
- * list and id, and the id is at least every member's next free id: take their maximum. */
+/* For a caller that agrees on its communicators by its own means (an MPI library). An id
+ * (2..65535) names one communicator for good: one a process has used, even freed, it never
+ * takes again. ibcoll_comm_next_id: this process's next free id, above every id it has used
+ * (so the members' maximum is unused on every member). ibcoll_comm_id_unused: whether this
+ * process has never used `id`. ibcoll_comm_from_ranks, not collective: the communicator of the
+ * listed job ranks (this one among them, in communicator order) with `id`, which every member
+ * passes alike and none has used. */
 ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id);
+ibcoll_status_t ibcoll_comm_id_unused(ibcoll_context_t context, unsigned id, int* unused);
 ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* ranks, int count,
                                        unsigned id, ibcoll_comm_t* comm);
 /* Frees a communicator from split/create/from_ranks (not the world) and sets *comm to NULL. */

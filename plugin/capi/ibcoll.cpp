@@ -311,6 +311,15 @@ ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id) {
   });
 }
 
+ibcoll_status_t ibcoll_comm_id_unused(ibcoll_context_t context, unsigned id, int* unused) {
+  return guarded([&] {
+    require(context, "context");
+    require(unused, "unused");
+    *unused = context->context->id_unused(id);
+    return Status();
+  });
+}
+
 ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* ranks, int count,
                                        unsigned id, ibcoll_comm_t* comm) {
   return guarded([&] {

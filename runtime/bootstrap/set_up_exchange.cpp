@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <climits>
+#include <exception>
+#include <new>
 
 #include "base/status.h"
 
@@ -26,6 +28,10 @@ std::vector<std::string> exchange_set_up(Bootstrap& bootstrap, const std::string
     mine = "o" + step();
   } catch (const Error& e) {
     mine = failure(e.status());
+  } catch (const std::bad_alloc&) {
+    mine = failure(Status(Code::system_error, "out of memory"));
+  } catch (const std::exception& e) {
+    mine = failure(Status(Code::internal, e.what()));
   }
   std::vector<std::string> all = bootstrap.allgather(name, mine);
   for (size_t r = 0; r < all.size(); ++r) {

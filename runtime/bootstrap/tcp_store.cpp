@@ -265,7 +265,9 @@ class TcpStore::Server {
           for (int fd : waiters_[key]) {
             auto waiter = std::find_if(clients_.begin(), clients_.end(),
                                        [&](const Client& w) { return w.fd == fd; });
-            if (waiter != clients_.end()) reply(*waiter, kValue, value);  // flushed in run()
+            // Queued only: its socket takes it when poll() says so, and what goes wrong then
+            // drops that client, not this one.
+            if (waiter != clients_.end()) waiter->out += frame(kValue, value);
           }
           waiters_.erase(key);
         } else if (op == kGet) {

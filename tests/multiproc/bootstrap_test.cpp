@@ -102,12 +102,27 @@ TEST(Bootstrap, InitWithTheCallersAllgatherAndCommunicatorsFromRanks) {
       RANK_CHECK(ibcoll_bcast(data, sizeof(data), IBCOLL_UINT8, 0, pair) == IBCOLL_SUCCESS,
                  ibcoll_last_error());
       RANK_CHECK(data[4] == 9, "bcast from job rank 2");
+      ibcoll_comm_free(&pair);
+      // An id is never used twice, even once its communicator is gone; ids need not come in
+      // order (an MPI library's agreements end in any order).
       ibcoll_comm_t again = nullptr;
       RANK_CHECK(
           ibcoll_comm_from_ranks(context, members, 2, id, &again) == IBCOLL_ERR_INVALID_ARGUMENT &&
               std::strstr(ibcoll_last_error(), "id: ") && !again,
-          "an id taken already was accepted");
-      ibcoll_comm_free(&pair);
+          "an id used already was accepted");
+      ibcoll_comm_t later = nullptr, skipped = nullptr;
+      RANK_CHECK(
+          ibcoll_comm_from_ranks(context, members, 2, id + 2, &later) == IBCOLL_SUCCESS &&
+              ibcoll_comm_from_ranks(context, members, 2, id + 1, &skipped) == IBCOLL_SUCCESS,
+          ibcoll_last_error());
+      int unused[4] = {-1, -1, -1, -1};
+      ibcoll_comm_id_unused(context, id, &unused[0]);
+      ibcoll_comm_id_unused(context, id + 1, &unused[1]);
+      ibcoll_comm_id_unused(context, id + 3, &unused[2]);
+      ibcoll_comm_id_unused(context, 65536, &unused[3]);
+      RANK_CHECK(!unused[0] && !unused[1] && unused[2] == 1 && !unused[3], "ids said unused");
+      ibcoll_comm_free(&later);
+      ibcoll_comm_free(&skipped);
     } else {
       ibcoll_comm_t outside = nullptr;
       RANK_CHECK(ibcoll_comm_from_ranks(context, members, 2, id, &outside) ==
