@@ -8,8 +8,9 @@
  * first thing MPI_Finalize does while everything still works.
  *
  * Each MPI communicator gets its ibcoll communicator at its first call, without blocking: the
- * members agree on an id with the saved non-blocking allreduce, and the calls made meanwhile
- * wait in the module's queue, started in call order once it is mapped (coll_ibcoll_module.c).
+ * members agree on an id in rounds of messages of their own (coll_ibcoll_round.c), and the calls
+ * made meanwhile wait in the module's queue, started in call order once it is mapped
+ * (coll_ibcoll_module.c).
  *
  * Threads (MPI_THREAD_MULTIPLE): ibcoll is not thread-safe, so one lock guards every call into
  * it and the component's shared state. Under the lock the component never calls anything of
@@ -23,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ibcoll/ibcoll.h"
 #include "mpi.h"
@@ -36,6 +38,11 @@ BEGIN_C_DECLS
 typedef struct {
   unsigned long allreduce, bcast, iallreduce, ibcast, fallback;
 } mca_coll_ibcoll_counters_t;
+
+/* Counted from any thread, with or without the lock. */
+static inline void mca_coll_ibcoll_count(unsigned long* counter, long by) {
+  __atomic_fetch_add(counter, (unsigned long)by, __ATOMIC_RELAXED);
+}
 
 typedef struct {
   mca_coll_base_component_2_0_0_t super;
@@ -72,15 +79,36 @@ typedef enum {
 
 typedef struct mca_coll_ibcoll_request_t mca_coll_ibcoll_request_t;
 
+/* One round of the id agreement (coll_ibcoll_round.c): the members' maximum of these values,
+ * each rank's vote. */
+enum {
+  IBCOLL_ROUND_REJECTED, /* this rank could not take the id the last round chose */
+  IBCOLL_ROUND_OFFER,    /* the lowest id this rank offers */
+  IBCOLL_ROUND_BROKEN,   /* a message of the round failed */
+  IBCOLL_ROUND_VALUES,
+  IBCOLL_ROUND_MAX_CHILDREN = 31 /* in the binomial tree, for any int communicator size */
+};
+typedef struct {
+  int64_t value[IBCOLL_ROUND_VALUES]; /* this rank's vote, then its subtree's maximum */
+  int64_t total[IBCOLL_ROUND_VALUES]; /* the members' maximum, once the round has ended */
+  int64_t from_child[IBCOLL_ROUND_MAX_CHILDREN][IBCOLL_ROUND_VALUES];
+  ompi_request_t* receives[IBCOLL_ROUND_MAX_CHILDREN];
+  ompi_request_t* sends[IBCOLL_ROUND_MAX_CHILDREN];
+  ompi_request_t *to_parent, *from_parent;
+  int child[IBCOLL_ROUND_MAX_CHILDREN], children, parent; /* parent -1 at rank 0 */
+  int phase;
+  bool failed;
+} mca_coll_ibcoll_round_t;
+
 typedef struct mca_coll_ibcoll_module_t {
   mca_coll_base_module_t super;
   ompi_communicator_t* comm;
   mca_coll_ibcoll_mapping_t mapping;
   ibcoll_comm_t ibcoll_comm; /* once mapped; the world's belongs to the context */
-  /* The id agreement (coll_ibcoll_module.c), while it runs: a round's request, what this
-   * rank puts in (claim failed, next free id) and the maximum over the members. */
-  ompi_request_t* agreement;
-  int64_t vote[2], tally[2];
+  /* The id agreement (coll_ibcoll_module.c), while it runs: its round, how many have run, and
+   * the id this rank offers in it. */
+  mca_coll_ibcoll_round_t* round;
+  unsigned rounds, offer;
   int* world_ranks;                                /* the members' */
   mca_coll_ibcoll_request_t *queued, *queued_last; /* calls waiting for the mapping, in order */
   struct mca_coll_ibcoll_module_t* next_agreeing;  /* in the list of modules agreeing */
@@ -123,6 +151,14 @@ void mca_coll_ibcoll_settle(mca_coll_ibcoll_module_t* module);
 void mca_coll_ibcoll_settle_all(void);
 /* Frees the module's ibcoll communicator (before the context stops). Call locked. */
 void mca_coll_ibcoll_forget_comm(mca_coll_ibcoll_module_t* module);
+
+/* coll_ibcoll_round.c */
+/* Starts a round with this rank's vote. A message that cannot be posted marks it broken. */
+void mca_coll_ibcoll_round_start(mca_coll_ibcoll_round_t* round, ompi_communicator_t* comm,
+                                 const int64_t vote[IBCOLL_ROUND_VALUES]);
+/* Moves the round on without waiting; true once it has ended (round->total holds the result)
+ * and nothing of it is pending any more. */
+bool mca_coll_ibcoll_round_test(mca_coll_ibcoll_round_t* round, ompi_communicator_t* comm);
 
 /* coll_ibcoll_context.c */
 /* Starts the process's ibcoll context over MPI_COMM_WORLD (its module, enabled). */

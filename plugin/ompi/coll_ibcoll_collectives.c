@@ -181,7 +181,7 @@ int mca_coll_ibcoll_outcome(ibcoll_status_t status, const char* call, ompi_commu
 /* Counts a call that goes its way, and says so at verbosity 10. */
 static void note(const char* call, bool ibcoll, unsigned long* counter, ompi_communicator_t* comm,
                  int count) {
-  ++*(ibcoll ? counter : &mca_coll_ibcoll_component.counters.fallback);
+  mca_coll_ibcoll_count(ibcoll ? counter : &mca_coll_ibcoll_component.counters.fallback, 1);
   opal_output_verbose(10, mca_coll_ibcoll_component.output, "coll:ibcoll: %s of %d on %s: %s", call,
                       count, comm->c_name, ibcoll ? "ibcoll" : "fallback");
 }

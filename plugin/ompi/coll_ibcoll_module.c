@@ -10,8 +10,8 @@
 #include "ompi/proc/proc.h"
 #include "opal/util/output.h"
 
-/* Modules whose id agreement runs (linked by next_agreeing): the progress callback maps them
- * when it ends. Locked. */
+/* Modules whose id agreement runs here (linked by next_agreeing): the progress callback moves
+ * them on. Locked. */
 static mca_coll_ibcoll_module_t* agreeing;
 
 static void module_construct(mca_coll_ibcoll_module_t* m) {
@@ -109,21 +109,45 @@ static void unusable(mca_coll_ibcoll_module_t* m, const char* why) {
   m->mapping = IBCOLL_UNUSABLE;
 }
 
-/* The id agreement goes in rounds, each one the saved non-blocking allreduce (MAX) of two
- * numbers per member: whether its claim failed (0 in the first round), and its next free id.
- * After a round every member tries to claim the largest next free id, by making the ibcoll
- * communicator with it at once (so that another agreement running on this rank meanwhile
- * cannot get the same id). The next round says whether every member could; if one could not,
- * those that did free theirs and all try the new largest next free id. Every member sees the
- * same tallies, hence reaches the same outcome. Non-blocking, so that it may start inside Open
- * MPI's progress (where a context id allocation starts its collectives) and under the lock. */
-static bool start_round(mca_coll_ibcoll_module_t* m, bool claim_failed) {
-  unsigned next = 0;
-  ibcoll_comm_next_id(mca_coll_ibcoll_component.context, &next);
-  m->vote[0] = claim_failed;
-  m->vote[1] = next;
-  return m->previous_iallreduce(m->vote, m->tally, 2, MPI_INT64_T, MPI_MAX, m->comm, &m->agreement,
-                                m->previous_iallreduce_module) == OMPI_SUCCESS;
+/* The id agreement goes in rounds (coll_ibcoll_round.c), each the members' maximum of what
+ * they put in. In each round a member offers the lowest id that is unused here and not offered
+ * by another agreement running here; the round chooses the largest offer. A member takes the
+ * chosen id by making the ibcoll communicator with it at once, unless another agreement here
+ * has taken it or offers it with a lower MPI context id (the same on every member: contests
+ * between two agreements go the same way everywhere). The next round says whether every
+ * member took it: then it is the id; else those that took it free theirs (the id is never
+ * used again) and all go on with the id that round chose. Every member sees the same rounds,
+ * so all reach the same outcome, and none waits for another agreement: the one running here
+ * can go on while another waits for a member that is still inside some other call. */
+enum { kMaxRounds = 64 }; /* then the members give up together: the communicator falls back */
+
+static bool unused_here(unsigned id) {
+  int unused = 0;
+  ibcoll_comm_id_unused(mca_coll_ibcoll_component.context, id, &unused);
+  return unused;
+}
+
+/* Whether another agreement here offers `id` (with a lower context id when `lower` is set). */
+static bool offered_by_another(const mca_coll_ibcoll_module_t* m, unsigned id, bool lower) {
+  for (const mca_coll_ibcoll_module_t* a = agreeing; a; a = a->next_agreeing) {
+    if (a != m && a->offer == id && (!lower || a->comm->c_contextid < m->comm->c_contextid))
+      return true;
+  }
+  return false;
+}
+
+/* Starts the next round: `rejected` says whether this rank could not take the id the last
+ * round chose; the offer is the lowest id from `floor` that is unused and offered by no one
+ * else here (past UINT16_MAX when none is left). */
+static void vote(mca_coll_ibcoll_module_t* m, bool rejected, unsigned floor) {
+  unsigned id = floor;
+  while (id <= UINT16_MAX && (!unused_here(id) || offered_by_another(m, id, false)))
+    ++id;
+  m->offer = id;
+  const int64_t values[IBCOLL_ROUND_VALUES] = {
+      [IBCOLL_ROUND_REJECTED] = rejected, [IBCOLL_ROUND_OFFER] = id, [IBCOLL_ROUND_BROKEN] = 0};
+  mca_coll_ibcoll_round_start(m->round, m->comm, values);
+  ++m->rounds;
 }
 
 static void stop_agreeing(mca_coll_ibcoll_module_t* m) {
@@ -135,6 +159,7 @@ static void stop_agreeing(mca_coll_ibcoll_module_t* m) {
   }
   free(m->world_ranks);
   m->world_ranks = NULL;
+  m->offer = 0;
 }
 
 /* The first call: the world is ibcoll's world; any other communicator's members start agreeing
@@ -152,55 +177,56 @@ static void begin_mapping(mca_coll_ibcoll_module_t* m) {
   }
   bool foreign = false;
   m->world_ranks = world_ranks_of(m->comm, &foreign);
-  if (!m->world_ranks) {
+  m->round = m->world_ranks ? malloc(sizeof(*m->round)) : NULL;
+  if (!m->round) {
+    free(m->world_ranks);
+    m->world_ranks = NULL;
     unusable(m, foreign ? "a member belongs to another job" : "out of memory");
     return;
   }
   m->mapping = IBCOLL_AGREEING;
   m->next_agreeing = agreeing;
   agreeing = m;
-  if (!start_round(m, false)) {
-    /* The other members wait in the agreement: say so loudly. */
-    opal_output(0, "coll:ibcoll: %s: cannot start the id agreement", m->comm->c_name);
-    stop_agreeing(m);
-    unusable(m, "the id agreement did not start");
-  }
+  vote(m, false, 2);
 }
 
-/* A round has ended: done, or claim the largest next free id and start the next round. */
-static void next_round(mca_coll_ibcoll_module_t* m) {
-  const int status = m->agreement->req_status.MPI_ERROR;
-  ompi_request_free(&m->agreement);
-  m->agreement = NULL;
-  const bool failed = status != MPI_SUCCESS || m->tally[1] > UINT16_MAX;
-  /* Holding a claim (not in the first round) and nobody failed to claim: done. */
-  if (failed || (m->ibcoll_comm && m->tally[0] == 0)) {
+/* A round has ended: done, or take the id it chose and start the next round. */
+static void round_ended(mca_coll_ibcoll_module_t* m) {
+  const int64_t* total = m->round->total;
+  const bool broken = total[IBCOLL_ROUND_BROKEN] != 0;
+  const bool everyone_took = m->rounds > 1 && total[IBCOLL_ROUND_REJECTED] == 0;
+  if (broken || everyone_took || m->rounds == kMaxRounds ||
+      total[IBCOLL_ROUND_OFFER] > UINT16_MAX) {
+    free(m->round);
+    m->round = NULL;
     stop_agreeing(m);
-    if (failed) {
-      if (m->ibcoll_comm) ibcoll_comm_free(&m->ibcoll_comm);
-      unusable(m, status != MPI_SUCCESS ? "the id agreement failed" : "no ibcoll id is left");
-    } else {
+    if (everyone_took && !broken) {
       m->mapping = IBCOLL_MAPPED;
+      opal_output_verbose(10, mca_coll_ibcoll_component.output,
+                          "coll:ibcoll: %s: mapped after %u rounds", m->comm->c_name, m->rounds);
+      return;
     }
+    if (m->ibcoll_comm) ibcoll_comm_free(&m->ibcoll_comm);
+    unusable(m, broken                    ? "a message of the id agreement failed"
+                : m->rounds == kMaxRounds ? "the id agreement went on too long"
+                                          : "no ibcoll id is left");
     return;
   }
-  if (m->ibcoll_comm) ibcoll_comm_free(&m->ibcoll_comm); /* another member could not claim */
-  const bool claimed = ibcoll_comm_from_ranks(mca_coll_ibcoll_component.context, m->world_ranks,
-                                              ompi_comm_size(m->comm), (unsigned)m->tally[1],
-                                              &m->ibcoll_comm) == IBCOLL_SUCCESS;
-  if (!start_round(m, !claimed)) {
-    opal_output(0, "coll:ibcoll: %s: cannot go on with the id agreement", m->comm->c_name);
-    stop_agreeing(m);
-    if (m->ibcoll_comm) ibcoll_comm_free(&m->ibcoll_comm);
-    unusable(m, "the id agreement stopped");
-  }
+  if (m->ibcoll_comm) ibcoll_comm_free(&m->ibcoll_comm); /* another member could not take it */
+  const unsigned id = (unsigned)total[IBCOLL_ROUND_OFFER];
+  m->offer = 0;
+  const bool take =
+      unused_here(id) && !offered_by_another(m, id, true) &&
+      ibcoll_comm_from_ranks(mca_coll_ibcoll_component.context, m->world_ranks,
+                             ompi_comm_size(m->comm), id, &m->ibcoll_comm) == IBCOLL_SUCCESS;
+  vote(m, !take, id + 1);
 }
 
 void mca_coll_ibcoll_settle(mca_coll_ibcoll_module_t* m) {
   if (m->mapping == IBCOLL_UNMAPPED) begin_mapping(m);
   while (m->mapping == IBCOLL_AGREEING) {
-    if (!REQUEST_COMPLETE(m->agreement)) return;
-    next_round(m);
+    if (!mca_coll_ibcoll_round_test(m->round, m->comm)) return;
+    round_ended(m);
   }
   if (m->queued) mca_coll_ibcoll_start_queued(m);
 }
@@ -213,7 +239,13 @@ void mca_coll_ibcoll_settle_all(void) {
 }
 
 void mca_coll_ibcoll_forget_comm(mca_coll_ibcoll_module_t* m) {
+  if (m->mapping == IBCOLL_AGREEING) {
+    /* Only an erroneous program frees a communicator inside its first call: the round's
+     * messages may still land in its memory, which is left to them. */
+    m->round = NULL;
+    stop_agreeing(m);
+  }
   if (m->ibcoll_comm && m->comm != &ompi_mpi_comm_world.comm) ibcoll_comm_free(&m->ibcoll_comm);
   m->ibcoll_comm = NULL;
-  if (m->mapping != IBCOLL_AGREEING) m->mapping = IBCOLL_UNUSABLE;
+  m->mapping = IBCOLL_UNUSABLE;
 }

@@ -31,6 +31,7 @@ struct mca_coll_ibcoll_request_t {
 static OBJ_CLASS_INSTANCE(mca_coll_ibcoll_request_t, ompi_coll_base_nbc_request_t, NULL, NULL);
 
 static mca_coll_ibcoll_request_t* running; /* started and not yet completed, by next; locked */
+static unsigned live;                      /* made and not yet completed, queued ones too; locked */
 
 static void release(mca_coll_ibcoll_request_t* r) {
   OMPI_REQUEST_FINI(&r->super.super);
@@ -79,6 +80,9 @@ static void start(mca_coll_ibcoll_request_t* r) {
   } else {
     opal_output_verbose(10, mca_coll_ibcoll_component.output,
                         "coll:ibcoll: a queued call on %s: fallback", m->comm->c_name);
+    mca_coll_ibcoll_counters_t* n = &mca_coll_ibcoll_component.counters;
+    mca_coll_ibcoll_count(c->bcast ? &n->ibcast : &n->iallreduce, -1);
+    mca_coll_ibcoll_count(&n->fallback, 1);
     free(r->call.packed); /* the previous module takes the caller's own layout */
     r->call.packed = NULL;
     rc = c->bcast ? m->previous_ibcast(c->mpi_recv, c->mpi_count, c->mpi_type, c->root, m->comm,
@@ -116,6 +120,7 @@ int mca_coll_ibcoll_request_start(mca_coll_ibcoll_module_t* m, const mca_coll_ib
   OBJ_RETAIN(call->mpi_type);
   if (call->mpi_op) OBJ_RETAIN(call->mpi_op);
   *out = &r->super.super;
+  ++live;
   if (m->mapping == IBCOLL_AGREEING || m->queued) {
     if (m->queued_last)
       m->queued_last->next = r;
@@ -139,7 +144,7 @@ void mca_coll_ibcoll_start_queued(mca_coll_ibcoll_module_t* m) {
 
 bool mca_coll_ibcoll_requests_pending(void) {
   mca_coll_ibcoll_lock();
-  const bool pending = running != NULL;
+  const bool pending = live > 0;
   mca_coll_ibcoll_unlock();
   return pending;
 }
@@ -173,12 +178,12 @@ static void complete(mca_coll_ibcoll_request_t* r) {
   mca_coll_ibcoll_lock();
   const bool freed = r->freed;
   r->completed = !freed;
+  --live;
   mca_coll_ibcoll_unlock();
-  if (freed) {
-    release(r);
-  } else {
-    ompi_request_complete(&r->super.super, true);
-  }
+  /* Freed or not, it completes: that runs the callback Open MPI set on it (which lets go of
+   * the datatypes it retained). Nobody waits for a freed one. */
+  ompi_request_complete(&r->super.super, !freed);
+  if (freed) release(r);
   OBJ_RELEASE(comm); /* may free the communicator, and with it the module */
 }
 

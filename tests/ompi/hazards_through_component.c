@@ -12,12 +12,19 @@
  *                    collective must not wait for the other ranks).
  *  bcast-layouts     Ranks pass datatypes with the same type signature and different layouts
  *                    (MPI_INT x 2 at the root, a strided vector elsewhere, and the other way
- *                    round), blocking and not: the data arrives either way. */
+ *                    round), blocking and not: the data arrives either way.
+ *  beside-mapping    Open MPI's own non-blocking collectives run on a communicator while its
+ *                    mapping runs, each rank starting them at another point of it (the mapping
+ *                    once ran on Open MPI's iallreduce, and its rounds crossed these).
+ *  crossed-first     Pairs of communicators whose first calls, non-blocking, come in one order
+ *                    on even ranks and the other on odd ranks: both mappings contest the same
+ *                    ids, and each must still get one. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -158,9 +165,66 @@ static void bcast_layouts(void) {
   }
 }
 
+/* Spins in MPI_Test for `seconds` (or until the request is done): the mapping under way moves
+ * on as far as it can. */
+static void progress_for(MPI_Request* request, double seconds) {
+  int done = 0;
+  for (const double end = MPI_Wtime() + seconds; MPI_Wtime() < end && !done;)
+    MPI_Test(request, &done, MPI_STATUS_IGNORE);
+}
+
+static void beside_mapping(void) {
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  for (int late = 0; late < world_size; ++late) {
+    /* Rank `late` starts the iallreduce first and the gather only after its mapping has moved
+     * on with the others; they start both calls at once. */
+    int sum = world_rank + 1, mine = world_rank * 7 + late;
+    int* gathered = malloc((size_t)world_size * sizeof(int));
+    MPI_Request requests[2];
+    if (world_rank != late) usleep(100000);
+    MPI_Iallreduce(MPI_IN_PLACE, &sum, 1, MPI_INT, MPI_SUM, dup, &requests[0]);
+    if (world_rank == late) progress_for(&requests[0], 0.3);
+    MPI_Iallgather(&mine, 1, MPI_INT, gathered, 1, MPI_INT, dup, &requests[1]);
+    MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+    CHECK(sum == world_size * (world_size + 1) / 2, "iallreduce: %d", sum);
+    for (int r = 0; r < world_size; ++r)
+      CHECK(gathered[r] == r * 7 + late, "iallgather from %d: %d", r, gathered[r]);
+    free(gathered);
+    /* The next round's communicator is mapped anew. */
+    MPI_Comm next;
+    MPI_Comm_dup(dup, &next);
+    MPI_Comm_free(&dup);
+    dup = next;
+  }
+  MPI_Comm_free(&dup);
+}
+
+static void crossed_first(void) {
+  for (int pair = 0; pair < 20; ++pair) {
+    MPI_Comm comms[2];
+    MPI_Comm_dup(MPI_COMM_WORLD, &comms[0]);
+    MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
+    int values[2] = {world_rank, 2 * world_rank};
+    MPI_Request requests[2];
+    for (int i = 0; i < 2; ++i) {
+      const int c = world_rank % 2 ? 1 - i : i;
+      MPI_Iallreduce(MPI_IN_PLACE, &values[c], 1, MPI_INT, MPI_SUM, comms[c], &requests[c]);
+    }
+    MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+    const int sum = world_size * (world_size - 1) / 2;
+    CHECK(values[0] == sum && values[1] == 2 * sum, "pair %d: %d %d", pair, values[0], values[1]);
+    MPI_Comm_free(&comms[0]);
+    MPI_Comm_free(&comms[1]);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
-    fprintf(stderr, "usage: %s dup-of-dup|two-threads|first-nonblocking|bcast-layouts\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s dup-of-dup|two-threads|first-nonblocking|bcast-layouts|beside-mapping|"
+            "crossed-first\n",
+            argv[0]);
     return 2;
   }
   const char* scenario = argv[1];
@@ -178,6 +242,10 @@ int main(int argc, char** argv) {
     first_nonblocking();
   } else if (!strcmp(scenario, "bcast-layouts")) {
     bcast_layouts();
+  } else if (!strcmp(scenario, "beside-mapping")) {
+    beside_mapping();
+  } else if (!strcmp(scenario, "crossed-first")) {
+    crossed_first();
   } else {
     CHECK(0, "unknown scenario %s", scenario);
   }
