@@ -134,16 +134,19 @@ class StagedAllreduce final : public CollectiveTask {
   void abandon(const Status& why) override { exchange_.abandon(why); }
   std::string waiting() const override {
     if (!checked_) return exchange_.waiting() + " (the call check)";
-    static const char* const kPhases[] = {"contributed", "reduced", "finished"};
+    // Contributing waits for every member to have finished reading the chunk two before.
+    static const char* const kPhases[] = {"finished the chunk before", "contributed",
+                                          "reduced its part of"};
     return "rank " + std::to_string(next_member_) + " to have " +
            kPhases[static_cast<int>(phase_)] + " chunk " + std::to_string(chunk_index_ + 1) +
            " of " + std::to_string(chunks_) + " in the staging halves";
   }
 
-  // The turn is given back when the call ran, or when the check found a mismatch (every member
-  // sees it and stops there); a call that stops among its chunks gives the turn up.
+  // The turn is given back when the call ran all its chunks (its status may still report an
+  // earlier call's mismatch), or when the check found a mismatch (every member sees it and
+  // stops there); a call that stops among its chunks gives the turn up.
   State finish(const Status& status) {
-    if (status.ok() || !checked_) {
+    if (!checked_ || chunk_index_ == chunks_) {
       exchange_.release();
     } else {
       exchange_.abandon(status);

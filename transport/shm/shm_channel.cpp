@@ -212,8 +212,6 @@ int ShmChannel::fill(int peer) {
   return fragments;
 }
 
-// Writes the next fragment of `op` (the front of p.outgoing) into `slot`; pops the op once it
-// has nothing more to say.
 void ShmChannel::tell_peers_gone(uint32_t job_rank, Code code) {
   for (int peer = 0; peer < size_; ++peer) {
     Peer& p = peers_[static_cast<size_t>(peer)];
@@ -223,6 +221,8 @@ void ShmChannel::tell_peers_gone(uint32_t job_rank, Code code) {
   }
 }
 
+// Writes the next fragment of `op` (the front of p.outgoing) into `slot`; pops the op once it
+// has nothing more to say.
 bool ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
   const bool by_id =
       op.kind == Kind::fallback || op.kind == Kind::aborted || op.kind == Kind::rank_gone;

@@ -10,12 +10,6 @@ RegistrationCache::~RegistrationCache() {
   entries_.clear();
 }
 
-namespace {
-bool covers(Access granted, Access wanted) {
-  return (static_cast<int>(granted) & static_cast<int>(wanted)) == static_cast<int>(wanted);
-}
-}  // namespace
-
 RegistrationCache::Entry* RegistrationCache::acquire(const void* address, size_t length,
                                                      Access access) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(address);
@@ -23,10 +17,14 @@ RegistrationCache::Entry* RegistrationCache::acquire(const void* address, size_t
   if (enabled_) {
     // The entry starting at or below `begin` with the highest start is the only candidate
     // worth checking first; overlapping registrations are allowed, so this stays simple.
+    // Found only with the same access, and a registration peers write into serves one
+    // transfer at a time: withdrawing a receive invalidates its registration (no late write
+    // may land), and that must break no other transfer.
     auto it = entries_.upper_bound(begin);
     if (it != entries_.begin()) {
       Entry& e = std::prev(it)->second;
-      if (e.valid && e.begin <= begin && end <= e.end && covers(e.access, access)) {
+      const bool shareable = access != Access::peer_writes || e.users == 0;
+      if (e.valid && e.begin <= begin && end <= e.end && e.access == access && shareable) {
         if (e.users++ == 0) idle_.erase(e.lru);
         ++stats_.hits;
         return &e;

@@ -38,8 +38,7 @@ class RegistrationCache {
   RegistrationCache(const RegistrationCache&) = delete;
   RegistrationCache& operator=(const RegistrationCache&) = delete;
 
-  // The returned entry covers [address, address + length), with at least `access`, until
-  // release().
+  // The returned entry covers [address, address + length), with `access`, until release().
   Entry* acquire(const void* address, size_t length, Access access);
   void release(Entry* entry);
   // Deregisters the entry's memory now, whoever else uses it (their transfers fail), so that

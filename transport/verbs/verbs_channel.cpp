@@ -232,8 +232,11 @@ void VerbsChannel::on_send_done(const ibv_wc& wc) {
   pump(slot.peer);
 }
 
+// A batch of a rendezvous's RDMA writes is complete (kLastBatch: its last). The send ends with
+// its last batch, or, withdrawn midway, once no batch of it is in flight any more.
 void VerbsChannel::on_write_done(const ibv_wc& wc) {
-  auto it = sends_.find(static_cast<uint32_t>(work_index(wc.wr_id)));
+  const uint64_t index = work_index(wc.wr_id);
+  auto it = sends_.find(static_cast<uint32_t>(index));
   if (it == sends_.end()) {  // its peer failed meanwhile: find whose queue holds it
     for (int peer = 0; peer < size_; ++peer)
       retire_through(peer, wc.wr_id);
@@ -242,11 +245,15 @@ void VerbsChannel::on_write_done(const ibv_wc& wc) {
   SendOp& op = it->second;
   const int peer = op.peer;
   retire_through(peer, wc.wr_id);
+  --op.batches_in_flight;
   if (wc.status != IBV_WC_SUCCESS) return fail_peer(peer, completion_error(wc, peer, "RDMA write"));
-  if (op.registration) registrations_->release(op.registration);
-  completions_.add(std::move(op.done), Status(), op.length);
-  --peers_[static_cast<size_t>(peer)].open_ops;
-  sends_.erase(it);
+  const bool last = (index & kLastBatch) != 0;
+  if (last || (!op.done && op.batches_in_flight == 0)) {
+    if (op.registration) registrations_->release(op.registration);
+    completions_.add(std::move(op.done), Status(), op.length);  // none if withdrawn
+    --peers_[static_cast<size_t>(peer)].open_ops;
+    sends_.erase(it);
+  }
   pump(peer);
 }
 

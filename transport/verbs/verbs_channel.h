@@ -86,6 +86,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   static constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);
   static constexpr uint32_t kSendSlots = 256;   // registered eager send buffers
   static constexpr uint32_t kSignalEvery = 16;  // one send in this many asks for a completion
+  // In an RDMA write's work id, beside the send id: the batch holds the write's last chunk.
+  static constexpr uint64_t kLastBatch = uint64_t{1} << 40;
 
   struct SendOp {
     int peer;
@@ -97,7 +99,11 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     wire::ReadyToReceive target{};  // from the receiver's answer (rendezvous)
     size_t sent = 0;                // eager: bytes posted so far
     bool request_posted = false;    // rendezvous: the receiver has (or will have) the request
-    bool writing = false;           // rendezvous: its RDMA writes are posted
+    // Rendezvous: its RDMA writes go in batches of as many chunks as there are credits (each
+    // chunk is a write with immediate, which takes one).
+    uint32_t chunks = 0;             // in all, once the first batch is posted
+    uint32_t chunks_posted = 0;      // so far: the device reads the buffer until they complete
+    uint32_t batches_in_flight = 0;  // posted and not yet complete
   };
   struct PostedRecv {
     std::byte* buffer;

@@ -131,21 +131,23 @@ bool VerbsChannel::post_eager_parts(int peer, std::unordered_map<uint32_t, SendO
 
 // The rendezvous data: RDMA writes (chunked at the port's largest message) into the buffer
 // the receiver announced, each with the receiver's id as immediate data, so the receiver adds
-// up what came and completes at exactly its length (each one takes a credit).
+// up what came and completes at exactly its length. Each chunk takes a credit, so they go in
+// batches of what the credits, the QP and the CQ allow; the write stays at the head of the
+// peer's queue until its last batch is posted. True once it is.
 bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   auto it = sends_.find(id);
-  if (it == sends_.end()) return true;
+  if (it == sends_.end() || !it->second.done) return true;  // ended, or withdrawn: no more
   SendOp& op = it->second;
   const size_t length = op.target.length;
   const size_t chunk = device_->max_message_size();
-  const auto chunks = static_cast<uint32_t>(std::max<size_t>(1, (length + chunk - 1) / chunk));
-  if (!has_room(peer, chunks)) {
+  op.chunks = static_cast<uint32_t>(std::max<size_t>(1, (length + chunk - 1) / chunk));
+  const uint32_t room = std::min(p.max_send_wr - std::min(p.max_send_wr, p.in_flight),
+                                 cq_budget_ - std::min(cq_budget_, cq_in_flight_));
+  const uint32_t batch = std::min({op.chunks - op.chunks_posted, p.send_credits, room});
+  if (batch == 0) {
+    if (p.send_credits == 0) ++counters_.credit_stalls;
     starved_ |= cq_in_flight_ >= cq_budget_;
-    return false;
-  }
-  if (p.send_credits < chunks) {
-    ++counters_.credit_stalls;
     return false;
   }
   try {
@@ -156,22 +158,26 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
     fail_peer(peer, e.status());
     return false;
   }
-  std::vector<ibv_sge> sges(chunks);
-  std::vector<ibv_send_wr> wrs(chunks);
-  for (uint32_t i = 0; i < chunks; ++i) {
-    const size_t offset = size_t{i} * chunk;
+  const bool last = op.chunks_posted + batch == op.chunks;
+  const uint64_t work_id = make_work_id(WorkKind::rdma_write, id | (last ? kLastBatch : 0));
+  std::vector<ibv_sge> sges(batch);
+  std::vector<ibv_send_wr> wrs(batch);
+  size_t bytes_in_batch = 0;
+  for (uint32_t i = 0; i < batch; ++i) {
+    const size_t offset = size_t{op.chunks_posted + i} * chunk;
     const size_t bytes = std::min(chunk, length - std::min(length, offset));
+    bytes_in_batch += bytes;
     sges[i] = {reinterpret_cast<uint64_t>(op.data + offset), static_cast<uint32_t>(bytes),
                op.registration ? op.registration->mr->lkey : 0};
-    wrs[i].wr_id = make_work_id(WorkKind::rdma_write, id);
+    wrs[i].wr_id = work_id;
     wrs[i].sg_list = bytes > 0 ? &sges[i] : nullptr;
     wrs[i].num_sge = bytes > 0 ? 1 : 0;
     wrs[i].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wrs[i].send_flags = i + 1 == chunks ? IBV_SEND_SIGNALED : 0;
+    wrs[i].send_flags = i + 1 == batch ? IBV_SEND_SIGNALED : 0;
     wrs[i].imm_data = htonl(op.target.recv_id);
     wrs[i].wr.rdma.remote_addr = op.target.address + offset;
     wrs[i].wr.rdma.rkey = op.target.rkey;
-    wrs[i].next = i + 1 < chunks ? &wrs[i + 1] : nullptr;
+    wrs[i].next = i + 1 < batch ? &wrs[i + 1] : nullptr;
   }
   ibv_send_wr* bad = nullptr;
   if (int rc = ibv_post_send(connector_->queue_pair(peer), wrs.data(), &bad)) {
@@ -180,13 +186,14 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
                                              std::to_string(peer) + ": " + std::strerror(rc)));
     return false;
   }
-  p.unacked.push_back({make_work_id(WorkKind::rdma_write, id), chunks, true});
-  op.writing = true;
-  p.in_flight += chunks;
-  cq_in_flight_ += chunks;
-  p.send_credits -= chunks;
-  counters_.bytes_sent += length;
-  return true;
+  p.unacked.push_back({work_id, batch, true});
+  op.chunks_posted += batch;
+  ++op.batches_in_flight;
+  p.in_flight += batch;
+  cq_in_flight_ += batch;
+  p.send_credits -= batch;
+  counters_.bytes_sent += bytes_in_batch;
+  return last;
 }
 
 // Sends are signaled one in kSignalEvery, so most cost no completion at all. Probes are always

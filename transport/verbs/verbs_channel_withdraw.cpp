@@ -3,6 +3,8 @@
 // a receive's registration is gone (a late RDMA write fails on the wire instead of landing, and
 // takes the connection with it: that peer's QP fails), and a send whose RDMA writes are posted
 // is waited for, since the device reads its buffer until they complete.
+#include <vector>
+
 #include "base/log.h"
 #include "transport/verbs/verbs_channel.h"
 
@@ -21,6 +23,9 @@ Status VerbsChannel::withdrawn(int peer, const char* who) {
                                        "ended)");
 }
 
+// Both halves mark and erase first and pump the peers they touched after: pumping may post
+// (and erase) other operations of these maps, or answer a receive this loop is about to
+// withdraw.
 void VerbsChannel::withdraw_receives(uint64_t first, uint64_t last) {
   matches_.remove_posted(first, last,
                          [this](int peer) { --peers_[static_cast<size_t>(peer)].open_ops; });
@@ -31,6 +36,7 @@ void VerbsChannel::withdraw_receives(uint64_t first, uint64_t last) {
     p.assembly->dropped = true;
     --p.open_ops;
   }
+  std::vector<int> touched;
   for (auto it = rendezvous_.begin(); it != rendezvous_.end();) {
     RendezvousRecv& r = it->second;
     if (!in_range(r.tag, first, last) || r.refused) {  // a refused one has ended already
@@ -43,23 +49,25 @@ void VerbsChannel::withdraw_receives(uint64_t first, uint64_t last) {
       registrations_->release(r.registration);
       r.registration = nullptr;
     }
-    Peer& p = peers_[static_cast<size_t>(r.peer)];
+    touched.push_back(r.peer);
     if (!r.answered) {  // its answer, still queued, goes out as a refusal
       r.refused = true;
       r.refusal = wire::Refusal::withdrawn;
       ++it;
       continue;
     }
+    Peer& p = peers_[static_cast<size_t>(r.peer)];
     p.notices.push_back({wire::Type::receive_withdrawn, r.tag, r.send_id});
     --p.open_ops;
-    const int peer = r.peer;
     it = rendezvous_.erase(it);
-    pump(peer);
   }
+  for (int peer : touched)
+    pump(peer);
 }
 
 void VerbsChannel::withdraw_sends(uint64_t first, uint64_t last) {
   bool writing = false;
+  std::vector<int> touched;
   for (auto it = sends_.begin(); it != sends_.end();) {
     SendOp& op = it->second;
     if (!in_range(op.tag, first, last) || !op.done) {  // no completion: withdrawn already
@@ -67,28 +75,32 @@ void VerbsChannel::withdraw_sends(uint64_t first, uint64_t last) {
       continue;
     }
     op.done = {};
-    if (op.writing) {  // the device reads the buffer until the writes complete: wait below
+    Peer& p = peers_[static_cast<size_t>(op.peer)];
+    touched.push_back(op.peer);
+    // The receiver learns that what it waits for will not come: the rest of the writes (their
+    // later batches do not go), the writes themselves, or the rest of an eager message.
+    const bool writes_unposted = op.chunks == 0 || op.chunks_posted < op.chunks;  // 0: none yet
+    if (op.request_posted && writes_unposted) {
+      p.notices.push_back({wire::Type::send_withdrawn, op.tag, it->first});
+    } else if (!op.request_posted && op.sent > 0) {  // cut between its parts
+      p.notices.push_back({wire::Type::send_withdrawn, op.tag, 0});
+    }
+    if (op.batches_in_flight > 0) {  // the device reads the buffer until they complete
       writing = true;
       ++it;
       continue;
     }
-    Peer& p = peers_[static_cast<size_t>(op.peer)];
-    if (op.request_posted) {
-      p.notices.push_back({wire::Type::send_withdrawn, op.tag, it->first});
-    } else if (op.sent > 0) {  // cut between its parts
-      p.notices.push_back({wire::Type::send_withdrawn, op.tag, 0});
-    }
     if (op.registration) registrations_->release(op.registration);
     --p.open_ops;
-    const int peer = op.peer;
     it = sends_.erase(it);
-    pump(peer);
   }
+  for (int peer : touched)
+    pump(peer);
   // Each write completes, or fails with its peer (the transport's retries, or unanswered
   // keepalives: IBCOLL_KEEPALIVE), which takes the operation out of sends_.
   const auto still_writing = [&] {
     for (const auto& [id, op] : sends_) {
-      if (op.writing && in_range(op.tag, first, last)) return true;
+      if (op.batches_in_flight > 0 && in_range(op.tag, first, last)) return true;
     }
     return false;
   };
@@ -100,13 +112,21 @@ void VerbsChannel::on_send_withdrawn(int peer, uint64_t tag, uint32_t send_id) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   const Status why = withdrawn(peer, "sender");
   if (send_id == 0) {  // an eager message cut between its parts
-    if (p.assembly && p.assembly->tag == tag) {
-      if (p.assembly->posted) {
-        completions_.add(std::move(p.assembly->posted->done), why, 0);
+    if (!p.assembly || p.assembly->tag != tag) return;
+    if (p.assembly->posted) {
+      completions_.add(std::move(p.assembly->posted->done), why, 0);
+      --p.open_ops;
+    } else if (!p.assembly->dropped) {
+      // Held for no receive yet: one posted meanwhile fails now, one posted later when it
+      // takes the message's place among the arrivals.
+      if (auto posted = matches_.take_posted({peer, tag})) {
+        completions_.add(std::move(posted->done), why, 0);
         --p.open_ops;
+      } else {
+        matches_.add_unexpected({peer, tag}, Arrival{wire::Type::eager, {}, 0, 0, true});
       }
-      p.assembly.reset();
     }
+    p.assembly.reset();
     return;
   }
   for (auto it = rendezvous_.begin(); it != rendezvous_.end(); ++it) {
@@ -128,8 +148,11 @@ void VerbsChannel::on_receive_withdrawn(int peer, uint32_t send_id) {
   auto it = sends_.find(send_id);
   if (it == sends_.end() || it->second.peer != peer) return;  // ended, or withdrawn here too
   SendOp& op = it->second;
-  if (op.writing) return;  // posted before the news: it fails on the wire, with the connection
   completions_.add(std::move(op.done), withdrawn(peer, "receiver"), 0);
+  // Writes posted before the news fail on the wire (the receiver's buffer is deregistered),
+  // and the connection with them; no later batch goes (post_rdma_write), and a send with
+  // writes in flight is dropped once they are done (on_write_done).
+  if (op.batches_in_flight > 0) return;
   if (op.registration) registrations_->release(op.registration);
   --peers_[static_cast<size_t>(peer)].open_ops;
   sends_.erase(it);  // a queued write finds nothing to send
