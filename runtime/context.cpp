@@ -97,6 +97,7 @@ Context::~Context() {
   try {
     if (channel_ && channel_->any_rank_gone()) {
       IBCOLL_LOG(warn, "leaving without a barrier: a rank of the job is gone");
+      job_.bootstrap().leave_without_everyone();
     } else {
       job_.bootstrap().barrier("finalize");
     }

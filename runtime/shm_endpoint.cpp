@@ -48,8 +48,10 @@ std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
   }
   if (creator) segment->unlink();
   bootstrap.barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
-  return std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment),
-                                      job.config().shm);
+  auto channel =
+      std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment), job.config().shm);
+  channel->name_peers(node_ranks);
+  return channel;
 }
 
 ShmEndpoint::ShmEndpoint() {

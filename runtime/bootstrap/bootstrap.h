@@ -17,6 +17,9 @@ class Bootstrap {
   // the job, and ranks make their calls in the same order.
   virtual std::vector<std::string> allgather(const std::string& name, const std::string& mine) = 0;
   void barrier(const std::string& name) { allgather(name, ""); }
+  // Some rank of the job is gone (its node may be down, its connections silent for good):
+  // this rank leaves without waiting on anyone at the end, not even to hang up.
+  virtual void leave_without_everyone() {}
 };
 
 }  // namespace ibcoll::runtime

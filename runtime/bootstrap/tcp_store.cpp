@@ -155,6 +155,9 @@ class TcpStore::Server {
     thread_ = std::thread([this] { run(); });
   }
 
+  // Stop as soon as asked, without waiting for the ranks to hang up.
+  void linger_no_more() { linger_no_more_.store(true); }
+
   ~Server() {
     stop_.store(true);
     thread_.join();
@@ -177,7 +180,8 @@ class TcpStore::Server {
       if (stop_.load()) {
         if (stop_requested == Clock::time_point{}) stop_requested = Clock::now();
         // Serve until every rank has come and gone, or the linger time is over.
-        if ((clients_.empty() && joined_ >= size_) || Clock::now() - stop_requested > linger_) {
+        if ((clients_.empty() && joined_ >= size_) || Clock::now() - stop_requested > linger_ ||
+            linger_no_more_.load()) {
           return;
         }
       }
@@ -290,6 +294,7 @@ class TcpStore::Server {
   int joined_ = 0;  // clients that presented the secret
   std::string secret_;
   std::chrono::milliseconds linger_;
+  std::atomic<bool> linger_no_more_{false};
   int listener_ = -1;
   int bind_errno_ = 0;
   std::atomic<bool> stop_{false};
@@ -341,6 +346,10 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
     ::close(fd_);
     throw;
   }
+}
+
+void TcpStore::leave_without_everyone() {
+  if (server_) server_->linger_no_more();
 }
 
 TcpStore::~TcpStore() {

@@ -26,6 +26,7 @@ class TcpStore final : public Bootstrap {
   void set(const std::string& key, const std::string& value);
   std::string get(const std::string& key);
   std::vector<std::string> allgather(const std::string& name, const std::string& mine) override;
+  void leave_without_everyone() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }

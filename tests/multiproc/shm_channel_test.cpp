@@ -162,7 +162,7 @@ TEST(ShmChannel, KilledPeerFailsItsOperationsOnly) {
           r.wait([&] { return from_dead.done && to_dead.done; }, "operations with the dead peer");
           for (Transfer* t : {&from_dead, &to_dead}) {
             RANK_CHECK(t->status.code() == Code::peer_failed, t->status.to_string());
-            RANK_CHECK(t->status.message().find("peer 2 (pid") != std::string::npos,
+            RANK_CHECK(t->status.message().find("rank 2 (pid") != std::string::npos,
                        t->status.message());
           }
           Transfer out, back;

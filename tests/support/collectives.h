@@ -153,10 +153,19 @@ inline void expect_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
              "the call runs " + std::string(chosen ? chosen : "?") + ", not " + name);
 }
 
+// True when every member of `comm` is reached through this node's shared memory, so that the
+// communicator can have a slot region (unless IBCOLL_SHM_SLOTS=0).
+inline bool members_share_memory(ibcoll_comm_t comm) {
+  for (int r = 0; r < comm_size(comm); ++r) {
+    const std::string transport = ibcoll_transport(comm, r);
+    if (transport != "shm" && transport != "self") return false;
+  }
+  return true;
+}
+
 // A forced algorithm that cannot run on a call (too large for it; slots without a slot region)
 // gives way to the table's choice without a word. So a sweep that forces one (IBCOLL_*_ALGO)
-// fails the rank unless that algorithm really runs every call it can. Here every member shares
-// one node: the slot region exists unless IBCOLL_SHM_SLOTS=0, IBCOLL_TRANSPORT=verbs or one rank.
+// fails the rank unless that algorithm really runs every call it can.
 inline void expect_forced_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
                                     size_t count, DataType type) {
   const bool allreduce = collective == IBCOLL_ALLREDUCE;
@@ -164,12 +173,9 @@ inline void expect_forced_algorithm(ibcoll_comm_t comm, ibcoll_collective_t coll
   if (!forced || !*forced || std::string(forced) == "auto") return;
   const collectives::Algorithm& a = collectives::find_algorithm(
       allreduce ? collectives::Collective::allreduce : collectives::Collective::bcast, forced);
-  auto set = [](const char* name, const char* value) {
-    const char* v = std::getenv(name);
-    return v && std::string(v) == value;
-  };
-  const bool slots =
-      comm_size(comm) > 1 && !set("IBCOLL_SHM_SLOTS", "0") && !set("IBCOLL_TRANSPORT", "verbs");
+  const char* slots_setting = std::getenv("IBCOLL_SHM_SLOTS");
+  const bool slots = comm_size(comm) > 1 && members_share_memory(comm) &&
+                     !(slots_setting && std::string(slots_setting) == "0");
   const bool can_run =
       (!a.uses_slots || slots) && count * collectives::type_size(type) <= a.max_bytes;
   const std::string chosen = ibcoll_algorithm(comm, collective, count, c_type(type));

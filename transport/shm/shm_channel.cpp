@@ -166,8 +166,8 @@ void ShmChannel::withdraw_sends(int peer, uint64_t first, uint64_t last) {
   fill(peer);
 }
 
-Status ShmChannel::withdrawn(int peer) {
-  return Status(Code::peer_failed, "peer " + std::to_string(peer) +
+Status ShmChannel::withdrawn(int peer) const {
+  return Status(Code::peer_failed, who(peer) +
                                        " withdrew a message before it was delivered (its call "
                                        "ended)");
 }
@@ -296,9 +296,9 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
   if (const std::string error =
           fragment_error(header, in.active, in.received, in.total, max_message_size());
       !error.empty()) {
-    return fail_peer(peer, Status(Code::peer_failed,
-                                  "peer " + std::to_string(peer) + " sent " + error + " (pid " +
-                                      std::to_string(pids()[peer]) + "): malformed"));
+    return fail_peer(peer,
+                     Status(Code::peer_failed, who(peer) + " sent " + error + " (pid " +
+                                                   std::to_string(pids()[peer]) + "): malformed"));
   }
   switch (header.kind) {
     case Kind::rendezvous: {
@@ -383,11 +383,11 @@ void ShmChannel::on_data(int peer, const FragmentHeader& header, const std::byte
         in.unexpected->bytes = std::make_unique_for_overwrite<std::byte[]>(header.total);
       } catch (const std::bad_alloc&) {
         in = Incoming{};
-        return fail_peer(peer, Status(Code::system_error,
-                                      "peer " + std::to_string(peer) + " sent a message of " +
-                                          std::to_string(header.total) +
-                                          " bytes with no receive posted, and there is no "
-                                          "memory to hold it"));
+        return fail_peer(
+            peer, Status(Code::system_error, who(peer) + " sent a message of " +
+                                                 std::to_string(header.total) +
+                                                 " bytes with no receive posted, and there is no "
+                                                 "memory to hold it"));
       }
       in.unexpected->total = header.total;
       matches_.add_unexpected({peer, header.tag}, in.unexpected);
@@ -395,8 +395,8 @@ void ShmChannel::on_data(int peer, const FragmentHeader& header, const std::byte
   } else if (header.kind == Kind::fallback) {
     auto waiting = p.awaiting_copy.extract(header.tag);
     if (waiting.empty()) {
-      return fail_peer(peer, Status(Code::peer_failed, "peer " + std::to_string(peer) +
-                                                           " copied an unknown rendezvous"));
+      return fail_peer(peer,
+                       Status(Code::peer_failed, who(peer) + " copied an unknown rendezvous"));
     }
     in = Incoming{true, header.total, 0, std::move(waiting.mapped()), nullptr};
   }
@@ -444,10 +444,10 @@ void ShmChannel::check_liveness() {
     const pid_t pid = pids()[peer];
     if (pid > 0 && !process_alive(pid)) {
       drain(peer);  // what it sent before it died is still good
-      fail_peer(peer,
-                Status(Code::peer_failed, "peer " + std::to_string(peer) + " (pid " +
-                                              std::to_string(pid) + ") has exited"),
-                true);
+      fail_peer(
+          peer,
+          Status(Code::peer_failed, who(peer) + " (pid " + std::to_string(pid) + ") has exited"),
+          true);
     }
   }
 }
@@ -458,7 +458,7 @@ void ShmChannel::fail_peer(int peer, const Status& status, bool gone) {
   p.failed = true;
   p.failure = status;
   if (gone && observer_) observer_->peer_gone(*this, peer, status);
-  IBCOLL_LOG(warn, "peer " << peer << " failed: " << status.message());
+  IBCOLL_LOG(warn, who(peer) << " failed: " << status.message());
   for (SendOp& op : p.outgoing)
     completions_.add(std::move(op.done), status, 0);
   p.outgoing.clear();
@@ -478,6 +478,15 @@ void ShmChannel::fail_peer(int peer, const Status& status, bool gone) {
   }
   matches_.fail_peer(peer, [&](PostedRecv& r) { completions_.add(std::move(r.done), status, 0); });
   p.waiting = 0;
+}
+
+void ShmChannel::name_peers(std::vector<int> job_ranks) {
+  job_ranks_ = std::move(job_ranks);
+}
+
+std::string ShmChannel::who(int peer) const {
+  return job_ranks_.empty() ? "peer " + std::to_string(peer)
+                            : "rank " + std::to_string(job_ranks_[static_cast<size_t>(peer)]);
 }
 
 }  // namespace ibcoll::transport::shm

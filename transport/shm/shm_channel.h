@@ -52,6 +52,9 @@ class ShmChannel final : public Channel {
   // Every local rank passes the same (attached) segment.
   ShmChannel(int rank, int size, SharedSegment segment, ShmOptions options = {});
 
+  // Errors and logs name peer i as "rank job_ranks[i]" (the job's numbering), not "peer i".
+  void name_peers(std::vector<int> job_ranks);
+
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   size_t max_message_size() const override { return size_t{1} << 40; }
@@ -136,13 +139,16 @@ class ShmChannel final : public Channel {
   void on_aborted(int peer, uint64_t id);
   // cancel() for one peer's sends.
   void withdraw_sends(int peer, uint64_t first, uint64_t last);
-  static Status withdrawn(int peer);
+  Status withdrawn(int peer) const;
   void check_liveness();
   // `gone`: its process has exited (the observer hears of it), not merely misbehaved.
   void fail_peer(int peer, const Status& status, bool gone = false);
   pid_t* pids() const { return reinterpret_cast<pid_t*>(segment_.data()); }
 
+  std::string who(int peer) const;  // "rank 12" (or "peer 3" when unnamed), for messages
+
   int rank_, size_;
+  std::vector<int> job_ranks_;  // per peer, when named
   SharedSegment segment_;
   ShmOptions options_;
   SlotRegion slots_;

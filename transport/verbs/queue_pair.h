@@ -14,10 +14,12 @@
 
 namespace ibcoll::transport::verbs {
 
-// RC timing: ack timeout 4.096 µs * 2^14 ≈ 67 ms, 7 transport retries, so a dead peer is seen
-// in about half a second; rnr_retry 7 means "retry forever": an empty SRQ slows the sender
-// instead of failing it (credits keep that rare).
-constexpr uint8_t kAckTimeout = 14;
+// RC timing: ack timeout 4.096 µs * 2^17 ≈ 0.54 s, 7 transport retries, so a port that stops
+// answering fails sends after about 4 s, beside the keepalive's 4 s (UCX waits 1 s x 7). At
+// 67 ms x 7 a lossy or congested fabric (the multicast network between the test guests, a
+// guest starved of CPU) failed live peers. rnr_retry 7 means "retry forever": an empty SRQ
+// slows the sender instead of failing it (credits keep that rare).
+constexpr uint8_t kAckTimeout = 17;
 constexpr uint8_t kRetryCount = 7;
 constexpr uint8_t kRnrRetryInfinite = 7;
 constexpr uint8_t kMinRnrTimer = 12;  // 0.64 ms

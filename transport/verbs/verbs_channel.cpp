@@ -228,7 +228,7 @@ void VerbsChannel::on_send_done(const ibv_wc& wc) {
     return fail_peer(slot.peer, completion_error(wc, slot.peer, "send"),
                      wc.status == IBV_WC_RETRY_EXC_ERR);
   }
-  if (slot.probe) peers_[static_cast<size_t>(slot.peer)].probe_outstanding = false;  // alive
+  acknowledged(slot.peer, slot.probe);
   pump(slot.peer);
 }
 
@@ -247,6 +247,7 @@ void VerbsChannel::on_write_done(const ibv_wc& wc) {
   retire_through(peer, wc.wr_id);
   --op.batches_in_flight;
   if (wc.status != IBV_WC_SUCCESS) return fail_peer(peer, completion_error(wc, peer, "RDMA write"));
+  acknowledged(peer, false);
   const bool last = (index & kLastBatch) != 0;
   if (last || (!op.done && op.batches_in_flight == 0)) {
     if (op.registration) registrations_->release(op.registration);
@@ -255,6 +256,18 @@ void VerbsChannel::on_write_done(const ibv_wc& wc) {
     sends_.erase(it);
   }
   pump(peer);
+}
+
+// Work on the peer's QP completed: its port acknowledged, so it lives. A probe posted behind
+// earlier work (megabytes of RDMA writes on a slow link) counts its time from this progress.
+void VerbsChannel::acknowledged(int peer, bool probe) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  p.last_heard = now_;
+  if (probe) {
+    p.probe_outstanding = false;
+  } else if (p.probe_outstanding) {
+    p.probe_sent = now_;
+  }
 }
 
 void VerbsChannel::on_connected(int peer, bool announce) {

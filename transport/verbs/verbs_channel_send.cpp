@@ -129,22 +129,27 @@ bool VerbsChannel::post_eager_parts(int peer, std::unordered_map<uint32_t, SendO
   return true;
 }
 
-// The rendezvous data: RDMA writes (chunked at the port's largest message) into the buffer
-// the receiver announced, each with the receiver's id as immediate data, so the receiver adds
-// up what came and completes at exactly its length. Each chunk takes a credit, so they go in
-// batches of what the credits, the QP and the CQ allow; the write stays at the head of the
-// peer's queue until its last batch is posted. True once it is.
+// The rendezvous data: RDMA writes (chunks of at most kWriteChunkBytes) into the buffer the
+// receiver announced, each with the receiver's id as immediate data, so the receiver adds up
+// what came and completes at exactly its length. Each chunk takes a credit, so they go in
+// batches of what the credits, the QP and the CQ allow, and of at most kWriteBatchBytes, so that
+// completions keep coming on a slow link (each shows the peer alive to the keepalive check);
+// the write stays at the head of the peer's queue until its last batch is posted. True once it
+// is.
 bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   auto it = sends_.find(id);
   if (it == sends_.end() || !it->second.done) return true;  // ended, or withdrawn: no more
   SendOp& op = it->second;
   const size_t length = op.target.length;
-  const size_t chunk = device_->max_message_size();
+  const size_t chunk = std::min<size_t>(device_->max_message_size(), kWriteChunkBytes);
   op.chunks = static_cast<uint32_t>(std::max<size_t>(1, (length + chunk - 1) / chunk));
   const uint32_t room = std::min(p.max_send_wr - std::min(p.max_send_wr, p.in_flight),
                                  cq_budget_ - std::min(cq_budget_, cq_in_flight_));
-  const uint32_t batch = std::min({op.chunks - op.chunks_posted, p.send_credits, room});
+  const auto chunks_per_batch =
+      static_cast<uint32_t>(std::max<size_t>(1, kWriteBatchBytes / chunk));
+  const uint32_t batch =
+      std::min({op.chunks - op.chunks_posted, p.send_credits, room, chunks_per_batch});
   if (batch == 0) {
     if (p.send_credits == 0) ++counters_.credit_stalls;
     starved_ |= cq_in_flight_ >= cq_budget_;
