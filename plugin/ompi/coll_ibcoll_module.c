@@ -110,8 +110,9 @@ static void unusable(mca_coll_ibcoll_module_t* m, const char* why) {
 }
 
 /* The id agreement goes in rounds (coll_ibcoll_round.c), each the members' maximum of what
- * they put in. In each round a member offers the lowest id that is unused here and not offered
- * by another agreement running here; the round chooses the largest offer. A member takes the
+ * they put in. In each round a member offers the lowest id of its communicator's parity that is
+ * unused here and not offered by another agreement running here; the round chooses the largest
+ * offer. A member takes the
  * chosen id by making the ibcoll communicator with it at once, unless another agreement here
  * has taken it or offers it with a lower MPI context id (the same on every member: contests
  * between two agreements go the same way everywhere). The next round says whether every
@@ -140,9 +141,14 @@ static bool offered_by_another(const mca_coll_ibcoll_module_t* m, unsigned id, b
  * round chose; the offer is the lowest id from `floor` that is unused and offered by no one
  * else here (past UINT16_MAX when none is left). */
 static void vote(mca_coll_ibcoll_module_t* m, bool rejected, unsigned floor) {
-  unsigned id = floor;
+  /* Offers keep to the parity of the context id (the same on every member): two agreements that
+   * run at once on consecutive context ids (two dups) never contest an id. Contested ids could
+   * be taken on some members and refused on others round after round, when the members' other
+   * agreements were at different rounds, until all gave up at kMaxRounds. */
+  const unsigned parity = m->comm->c_contextid % 2;
+  unsigned id = floor + (floor % 2 != parity);
   while (id <= UINT16_MAX && (!unused_here(id) || offered_by_another(m, id, false)))
-    ++id;
+    id += 2;
   m->offer = id;
   const int64_t values[IBCOLL_ROUND_VALUES] = {
       [IBCOLL_ROUND_REJECTED] = rejected, [IBCOLL_ROUND_OFFER] = id, [IBCOLL_ROUND_BROKEN] = 0};
