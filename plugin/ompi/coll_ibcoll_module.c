@@ -112,12 +112,11 @@ static void unusable(mca_coll_ibcoll_module_t* m, const char* why) {
 /* The id agreement goes in rounds (coll_ibcoll_round.c), each the members' maximum of what
  * they put in. In each round a member offers the lowest id of its communicator's parity that is
  * unused here and not offered by another agreement running here; the round chooses the largest
- * offer. A member takes the
- * chosen id by making the ibcoll communicator with it at once, unless another agreement here
- * has taken it or offers it with a lower MPI context id (the same on every member: contests
- * between two agreements go the same way everywhere). The next round says whether every
- * member took it: then it is the id; else those that took it free theirs (the id is never
- * used again) and all go on with the id that round chose. Every member sees the same rounds,
+ * offer. A member takes the chosen id by making the ibcoll communicator with it at once, unless
+ * another agreement here has taken it or offers it with a lower MPI context id (the same on
+ * every member: contests between two agreements go the same way everywhere). The next round says
+ * whether every member took it: then it is the id; else those that took it free theirs (the id is
+ * never used again) and all go on with the id that round chose. Every member sees the same rounds,
  * so all reach the same outcome, and none waits for another agreement: the one running here
  * can go on while another waits for a member that is still inside some other call. */
 enum { kMaxRounds = 64 }; /* then the members give up together: the communicator falls back */
@@ -138,8 +137,8 @@ static bool offered_by_another(const mca_coll_ibcoll_module_t* m, unsigned id, b
 }
 
 /* Starts the next round: `rejected` says whether this rank could not take the id the last
- * round chose; the offer is the lowest id from `floor` that is unused and offered by no one
- * else here (past UINT16_MAX when none is left). */
+ * round chose; the offer is the lowest id of the parity from `floor` that is unused and offered
+ * by no one else here (past UINT16_MAX when none is left). */
 static void vote(mca_coll_ibcoll_module_t* m, bool rejected, unsigned floor) {
   /* Offers keep to the parity of the context id (the same on every member): two agreements that
    * run at once on consecutive context ids (two dups) never contest an id. Contested ids could

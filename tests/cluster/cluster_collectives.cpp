@@ -40,7 +40,7 @@ void check_routes(ibcoll_comm_t world, const std::vector<int>& node_of) {
 // Inputs whose sums round, so the bits depend on the reduction order; their digest on rank 0.
 uint64_t order_digest(ibcoll_comm_t comm) {
   const int me = comm_rank(comm);
-  uint64_t digest = 1469598103934665603ull;
+  uint64_t digest = kFnvOffset;
   for (size_t count : {size_t{3}, size_t{1000}, size_t{70001}, size_t{1} << 20}) {
     std::vector<float> mine(count), out(count);
     for (size_t i = 0; i < count; ++i)
@@ -50,10 +50,7 @@ uint64_t order_digest(ibcoll_comm_t comm) {
                ibcoll_last_error());
     expect_same_everywhere(comm, out.data(), count * sizeof(float),
                            "inexact float sum of " + std::to_string(count));
-    for (size_t i = 0; i < count * sizeof(float); ++i) {
-      digest ^= reinterpret_cast<const unsigned char*>(out.data())[i];
-      digest *= 1099511628211ull;
-    }
+    digest = fnv1a(out.data(), count * sizeof(float), digest);
   }
   return digest;
 }

@@ -78,6 +78,9 @@ int run(const std::vector<int>& layout, const std::string& scenario) {
     RANK_CHECK(!victim || scenario == "stop-node", "a victim's call failed: " + error);
     if (victim) pause();  // its node is going down
     RANK_CHECK(call >= kCallsBeforeLoss, "a call failed before anyone was lost: " + error);
+    RANK_CHECK(status == IBCOLL_ERR_PEER_FAILED, std::string("the loss ended the call with ") +
+                                                     ibcoll_status_name(status) +
+                                                     ", not as a lost peer: " + error);
     RANK_CHECK(seconds < kDetectSeconds,
                "the loss took " + std::to_string(seconds) + " s to fail the call: " + error);
     bool names_victim = false;

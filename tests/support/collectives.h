@@ -129,15 +129,21 @@ inline int comm_size(ibcoll_comm_t comm) {
   return size;
 }
 
-// Fails the rank unless `bytes` at `data` are the same on every rank of `comm` (compared by
-// an FNV digest reduced to its minimum and maximum).
-inline void expect_same_everywhere(ibcoll_comm_t comm, const void* data, size_t bytes,
-                                   const std::string& what) {
-  uint64_t h = 1469598103934665603ull;
+// FNV-1a over `bytes` at `data`, going on from `h` (so several buffers can make one digest).
+inline constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+inline uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = kFnvOffset) {
   for (size_t i = 0; i < bytes; ++i) {
     h ^= static_cast<const unsigned char*>(data)[i];
     h *= 1099511628211ull;
   }
+  return h;
+}
+
+// Fails the rank unless `bytes` at `data` are the same on every rank of `comm` (compared by
+// an FNV digest reduced to its minimum and maximum).
+inline void expect_same_everywhere(ibcoll_comm_t comm, const void* data, size_t bytes,
+                                   const std::string& what) {
+  const uint64_t h = fnv1a(data, bytes);
   uint64_t mine[2] = {h, ~h}, least[2] = {};
   RANK_CHECK(ibcoll_allreduce(mine, least, 2, IBCOLL_UINT64, IBCOLL_MIN, comm) == IBCOLL_SUCCESS,
              ibcoll_last_error());
