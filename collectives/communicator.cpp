@@ -10,7 +10,8 @@
 namespace ibcoll::collectives {
 
 Communicator::Communicator(transport::Channel& channel, std::vector<int> members, int rank,
-                           uint16_t id, Policy policy, std::optional<SlotGroup> slots)
+                           uint16_t id, Policy policy, std::optional<SlotGroup> slots,
+                           const std::vector<int>& ring_order)
     : channel_(channel),
       members_(std::move(members)),
       rank_(rank),
@@ -18,9 +19,27 @@ Communicator::Communicator(transport::Channel& channel, std::vector<int> members
       policy_(std::move(policy)),
       slots_(std::move(slots)),
       max_message_size_(channel_.max_message_size()) {
+  bool reordered = false;
+  for (size_t i = 0; i < ring_order.size(); ++i)
+    reordered |= ring_order[i] != static_cast<int>(i);
+  if (reordered) {
+    ring_position_.resize(members_.size());
+    for (size_t i = 0; i < ring_order.size(); ++i) {
+      ring_members_.push_back(members_.at(static_cast<size_t>(ring_order[i])));
+      ring_position_.at(static_cast<size_t>(ring_order[i])) = static_cast<int>(i);
+    }
+  }
   // Fail now, not at the first call, on an unknown forced algorithm.
   choose(Collective::allreduce, 0, DataType::uint8);
   choose(Collective::bcast, 0, DataType::uint8);
+}
+
+std::vector<int> Communicator::ring_order() const {
+  std::vector<int> order(members_.size());
+  for (size_t m = 0; m < members_.size(); ++m)
+    order[ring_position_.empty() ? m : static_cast<size_t>(ring_position_[m])] =
+        static_cast<int>(m);
+  return order;
 }
 
 const Algorithm& Communicator::choose(Collective collective, size_t count, DataType type) const {
@@ -78,7 +97,14 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
   // Every call that touches the slots takes a turn there; with checks on, that is every call,
   // whatever algorithm each rank picked.
   if (slots_ && (check || algorithm.uses_slots)) group.slot_sequence = slots_->next_sequence++;
-  return {algorithm, group, call, tag, check};
+  Group task_group = group;
+  int task_root = call.root;
+  if (algorithm.ring_ordered && !ring_members_.empty()) {
+    task_group.rank = ring_position_[static_cast<size_t>(rank_)];
+    task_group.peers = ring_members_;
+    task_root = ring_position_[static_cast<size_t>(call.root)];
+  }
+  return {algorithm, group, call, tag, check, task_group, task_root};
 }
 
 std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
@@ -95,7 +121,9 @@ std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
       checker = slots_ ? make_slot_check(call.group, signature)
                        : make_message_check(call.group, signature, call.tag);
     }
-    task = call.algorithm.make(call.group, call.args, call.tag);
+    CollectiveArgs task_args = call.args;
+    task_args.root = call.task_root;
+    task = call.algorithm.make(call.task_group, task_args, call.tag);
   }
   auto operation =
       std::make_unique<Operation>(std::move(task), std::move(checker), channel_, members_, call.tag,

@@ -18,10 +18,12 @@ namespace ibcoll::collectives {
 // must now be started, or run here when its algorithm can (Algorithm::run_here).
 struct PreparedCall {
   const Algorithm& algorithm;
-  Group group;
+  Group group;  // the communicator's members in order: the call check's
   CollectiveArgs args;
   uint64_t tag;
-  bool checked;  // with a separate call check ahead of the algorithm
+  bool checked;      // with a separate call check ahead of the algorithm
+  Group task_group;  // the algorithm's: in ring order for a ring-ordered one
+  int task_root;     // args.root in task_group
   bool runs_here() const { return algorithm.run_here && !checked; }
 };
 
@@ -34,14 +36,19 @@ struct Policy {
 class Communicator {
  public:
   // `members` are the channel ranks of the group in order; this process is members[rank].
-  // `slots`: the node's slot region, when every member is on this node.
+  // `slots`: the node's slot region, when every member is on this node. `ring_order`: the
+  // member indices in the order rings and chains should take (topo::Hierarchy::ring_order);
+  // empty for the members' own order.
   Communicator(transport::Channel& channel, std::vector<int> members, int rank, uint16_t id,
-               Policy policy, std::optional<SlotGroup> slots = std::nullopt);
+               Policy policy, std::optional<SlotGroup> slots = std::nullopt,
+               const std::vector<int>& ring_order = {});
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
   uint16_t id() const { return id_; }
   const std::vector<int>& members() const { return members_; }
+  // The member indices in the order rings and chains take them.
+  std::vector<int> ring_order() const;
 
   // Checks the arguments (Error(invalid_argument) naming one) and prepares the call. `extra`
   // goes into the call check (a digest that callers such as communicator creation want all
@@ -61,6 +68,9 @@ class Communicator {
   transport::Channel& channel_;
   std::vector<int> members_;
   int rank_;
+  std::vector<int> ring_members_;   // empty when the ring order is the members' own
+  std::vector<int> ring_position_;  // by member index: its place in ring_members_
+
   uint16_t id_;
   Policy policy_;
   std::optional<SlotGroup> slots_;

@@ -20,6 +20,7 @@ namespace ibcoll::collectives {
 namespace {
 
 constexpr size_t kSlotBytes = transport::shm::SlotRegion::kDataBytes;
+constexpr size_t kNoLimit = std::numeric_limits<size_t>::max();
 // The checked bcast passes the vector through scratch twice; above this, a separate check's
 // round costs less than those copies.
 constexpr size_t kCheckedBcastBytes = 8 << 10;
@@ -38,18 +39,19 @@ const Algorithm kAlgorithms[] = {
      "reduce-scatter by recursive halving + allgather by doubling (medium/large)",
      make_rabenseifner_allreduce},
     {Collective::allreduce, "ring",
-     "reduce-scatter + allgather around a ring in pipelined segments (large)", make_ring_allreduce},
+     "reduce-scatter + allgather around a ring in pipelined segments (large)", make_ring_allreduce,
+     false, nullptr, nullptr, kNoLimit, kNoLimit, true},
     {Collective::bcast, "slots", "node-local: the root publishes to its shared slot, all copy it",
      make_slots_bcast, true, nullptr, run_slots_bcast_here, kSlotBytes},
     {Collective::bcast, "binomial",
      "binomial tree from the root, whole vector per edge; small and checked, it rides the check",
-     make_binomial_bcast, false, make_checked_doubling_bcast, nullptr,
-     std::numeric_limits<size_t>::max(), kCheckedBcastBytes},
+     make_binomial_bcast, false, make_checked_doubling_bcast, nullptr, kNoLimit,
+     kCheckedBcastBytes},
     {Collective::bcast, "scatter_allgather",
      "root scatters 1/p to each, pieces then circle a ring (large, many ranks)",
-     make_scatter_allgather_bcast},
+     make_scatter_allgather_bcast, false, nullptr, nullptr, kNoLimit, kNoLimit, true},
     {Collective::bcast, "chain", "pipelined chain from the root in segments (very large)",
-     make_chain_bcast},
+     make_chain_bcast, false, nullptr, nullptr, kNoLimit, kNoLimit, true},
 };
 
 }  // namespace

@@ -36,6 +36,9 @@ struct Algorithm {
                      WaitUntil wait) = nullptr;
   size_t max_bytes = std::numeric_limits<size_t>::max();  // per rank
   size_t checked_max_bytes = std::numeric_limits<size_t>::max();
+  // Passes data around a ring or chain of the members: run in the communicator's ring order
+  // (node by node, packages together; topo::Hierarchy) so it crosses each boundary once.
+  bool ring_ordered = false;
 };
 
 std::span<const Algorithm> algorithms();

@@ -27,7 +27,10 @@ const Variable kVariables[] = {
     {"IBCOLL_RANK", "", "this process's rank (else from OMPI_/PMI_/SLURM_ variables)"},
     {"IBCOLL_SIZE", "", "number of ranks (else from OMPI_/PMI_/SLURM_ variables)"},
     {"IBCOLL_JOB_SECRET", "", "shared secret a process must present to the TCP store"},
-    {"IBCOLL_NODE", "", "name of this node (ranks with one name share memory); empty: hostname"},
+    {"IBCOLL_NODE", "",
+     "name of this node (ranks with one name share memory); empty: host name and boot id"},
+    {"IBCOLL_TOPOLOGY", "",
+     "hwloc XML file or synthetic description (pack:2 core:8 pu:2) instead of this machine's"},
     {"IBCOLL_TRANSPORT", "auto", "auto (shm inside a node, verbs between)|shm|verbs"},
     {"IBCOLL_ALLREDUCE_ALGO", "auto", "force an allreduce algorithm (ibcoll_info lists them)"},
     {"IBCOLL_BCAST_ALGO", "auto", "force a bcast algorithm (ibcoll_info lists them)"},
@@ -36,7 +39,9 @@ const Variable kVariables[] = {
      "run node-local collectives in the shared slots and staging halves (0|1)"},
     {"IBCOLL_SHM_SINGLE_COPY", "0",
      "node-local messages of at least this size are read from the sender (CMA); 0: rings only"},
-    {"IBCOLL_DEVICE", "", "verbs device as name[:port]; empty: first active port"},
+    {"IBCOLL_DEVICE", "",
+     "verbs device as name[:port]; empty: the active one nearest this rank's cpus (ranks of a "
+     "node take turns over equally near ones)"},
     {"IBCOLL_GID_INDEX", "auto", "RoCE GID index; auto prefers an IPv4-mapped RoCE v2 GID"},
     {"IBCOLL_XRC", "auto", "XRC shared receive queues: auto|on|off"},
     {"IBCOLL_XRC_DIR", "",
@@ -221,6 +226,10 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   c.wait = transport::parse_wait_policy(get("IBCOLL_WAIT"));
   c.bootstrap = get("IBCOLL_BOOTSTRAP");
   c.node = get("IBCOLL_NODE");
+  if (c.node.find_first_of("\n") != std::string::npos) {
+    throw Error(Code::invalid_argument, "IBCOLL_NODE: a node name is one line");
+  }
+  c.topology = get("IBCOLL_TOPOLOGY");
   c.transport = parse_transport_mode(get("IBCOLL_TRANSPORT"));
   c.policy.allreduce_algorithm = get("IBCOLL_ALLREDUCE_ALGO");
   c.policy.bcast_algorithm = get("IBCOLL_BCAST_ALGO");

@@ -40,7 +40,8 @@ struct Config {
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
   transport::WaitPolicy wait = transport::WaitPolicy::adaptive;
   std::string bootstrap;    // host:port of the TCP store
-  std::string node;         // empty: the hostname
+  std::string node;         // empty: the host name and boot id
+  std::string topology;     // hwloc XML file or synthetic description; empty: this machine
   std::string hang_report;  // where SIGUSR1's report goes (%r rank, %p pid); empty: stderr
   TransportMode transport = TransportMode::automatic;
   collectives::Policy policy;  // forced algorithms, call checks

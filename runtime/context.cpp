@@ -21,13 +21,6 @@ namespace {
 using collectives::Collective;
 using collectives::Communicator;
 
-std::string this_node(const Config& config) {
-  if (!config.node.empty()) return config.node;
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) throw_errno("gethostname", errno);
-  return name;
-}
-
 // FNV-1a over the list: ranks that pass different lists to create() disagree on it.
 uint64_t digest_of(std::span<const int> ranks) {
   uint64_t h = 1469598103934665603ull;
@@ -86,8 +79,9 @@ void Context::open_transports_and_world() {
 std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> members, int rank,
                                                          uint16_t id) {
   auto slots = slot_group(members, id);
+  const std::vector<int> ring_order = topo::Hierarchy(placement_.places_of(members)).ring_order();
   return std::make_unique<Communicator>(*channel_, std::move(members), rank, id,
-                                        job_.config().policy, std::move(slots));
+                                        job_.config().policy, std::move(slots), ring_order);
 }
 
 Context::~Context() {
@@ -110,12 +104,9 @@ Context::~Context() {
 
 void Context::open_transports() {
   const Config& config = job_.config();
-  std::string node;
-  nodes_ = exchange_set_up(job_.bootstrap(), "node", [&] { return node = this_node(config); });
-  std::vector<int>& node_ranks = node_ranks_;
-  for (int r = 0; r < job_.size(); ++r) {
-    if (nodes_[static_cast<size_t>(r)] == node) node_ranks.push_back(r);
-  }
+  placement_ = exchange_placement(job_.bootstrap(), config);
+  const std::string& node = placement_.node;
+  const std::vector<int>& node_ranks = placement_.node_ranks;
   const bool one_node = static_cast<int>(node_ranks.size()) == job_.size();
   if (config.transport == TransportMode::shm && !one_node) {
     throw Error(Code::invalid_argument,
@@ -130,7 +121,7 @@ void Context::open_transports() {
   }
   if (use_verbs) {
 #ifdef IBCOLL_HAVE_VERBS
-    verbs_ = open_verbs_channel(job_);
+    verbs_ = open_verbs_channel(job_, placement_);
 #else
     throw Error(Code::not_supported,
                 "IBCOLL_TRANSPORT: this build has no verbs transport, and " +
@@ -158,11 +149,10 @@ void Context::open_transports() {
   channel_ = std::make_unique<transport::RoutedChannel>(job_.rank(), std::move(routes),
                                                         std::move(channels));
   job_.engine().add(channel_.get());
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores > 0 && static_cast<long>(node_ranks.size()) > cores) {
+  if (placement_.oversubscribed()) {
     job_.engine().set_spin_polls(transport::ProgressEngine::kOversubscribedSpinPolls);
-    IBCOLL_LOG(info, node_ranks.size() << " ranks on " << cores
-                                       << " cores: waits yield the core after a short spin");
+    IBCOLL_LOG(info, node_ranks.size() << " ranks on " << placement_.node_cpus()
+                                       << " cpus: waits yield the core after a short spin");
   }
   const size_t by_shm = shm_ ? node_ranks.size() - 1 : 0;
   IBCOLL_LOG(info, "node " << node << ": shm to " << by_shm << " ranks, verbs to "
@@ -362,8 +352,7 @@ std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>
   group.seen_ready.resize(members.size());
   for (int member : members) {
     if (member != job_.rank() && channel_->channel_of(member) != shm_.get()) return std::nullopt;
-    const auto local = std::find(node_ranks_.begin(), node_ranks_.end(), member);
-    group.local_ranks.push_back(static_cast<int>(local - node_ranks_.begin()));
+    group.local_ranks.push_back(placement_.local_rank(member));
   }
   return group;
 }

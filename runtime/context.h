@@ -16,6 +16,7 @@
 
 #include "collectives/communicator.h"
 #include "runtime/job.h"
+#include "runtime/placement.h"
 #include "transport/routed_channel.h"
 #include "transport/shm/shm_channel.h"
 #ifdef IBCOLL_HAVE_VERBS
@@ -112,8 +113,7 @@ class Context {
                                                    uint16_t id) const;
 
   Job job_;
-  std::vector<std::string> nodes_;  // every rank's node name
-  std::vector<int> node_ranks_;     // the job ranks on this node, ascending
+  Placement placement_;  // this node's ranks, their cpus, its topology
   std::unique_ptr<transport::shm::ShmChannel> shm_;
 #ifdef IBCOLL_HAVE_VERBS
   std::unique_ptr<transport::verbs::VerbsChannel> verbs_;

@@ -4,8 +4,11 @@
 #include <cstring>
 #include <functional>
 
+#include "base/log.h"
 #include "base/status.h"
 #include "runtime/bootstrap/set_up_exchange.h"
+#include "topo/device_choice.h"
+#include "transport/verbs/device.h"
 
 namespace ibcoll::runtime {
 
@@ -15,12 +18,22 @@ std::string xrc_domain_file(const Config& config, const std::string& job) {
   return config.xrc_dir + name;
 }
 
-std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job) {
+std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job,
+                                                                   const Placement& placement) {
   using transport::verbs::EndpointAddress;
   std::unique_ptr<transport::verbs::VerbsChannel> channel;
   transport::verbs::Options options = job.config().verbs;
   options.xrc_domain_file = xrc_domain_file(job.config(), job.launch().secret);
   const auto gathered = exchange_set_up(job.bootstrap(), "verbs-address", [&] {
+    if (options.device.empty()) {
+      const topo::CpuSet cpus = placement.cpus_in_topology();
+      const topo::DeviceChoice choice =
+          topo::choose_device(*placement.topology, transport::verbs::active_device_names(), cpus,
+                              placement.local_rank(job.rank()));
+      options.device = choice.name;  // none active: the device says so when it opens
+      IBCOLL_LOG(info, "verbs device " << choice.name << ": the nearest to cpus " << cpus.to_list()
+                                       << " (" << choice.equally_near << " as near)");
+    }
     channel = std::make_unique<transport::verbs::VerbsChannel>(job.rank(), job.size(), options);
     const EndpointAddress mine = channel->local_address();
     std::string bytes(sizeof(mine), '\0');
@@ -39,7 +52,8 @@ std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job) {
   return channel;
 }
 
-VerbsEndpoint::VerbsEndpoint() : channel_(open_verbs_channel(*this)) {
+VerbsEndpoint::VerbsEndpoint()
+    : channel_(open_verbs_channel(*this, exchange_placement(bootstrap(), config()))) {
   engine().add(channel_.get());
 }
 

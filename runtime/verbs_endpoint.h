@@ -6,12 +6,15 @@
 #include <memory>
 
 #include "runtime/job.h"
+#include "runtime/placement.h"
 #include "transport/verbs/verbs_channel.h"
 
 namespace ibcoll::runtime {
 
-// Every rank of the job calls it (the address exchange spans the job).
-std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job);
+// Every rank of the job calls it (the address exchange spans the job). With IBCOLL_DEVICE
+// unset, the device is the active one nearest the rank's cpus (topo::choose_device).
+std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job,
+                                                                   const Placement& placement);
 
 // The XRC domain file of the job `job` (any string that names it alike on every rank, such as
 // its secret: only a digest of it appears) in IBCOLL_XRC_DIR.

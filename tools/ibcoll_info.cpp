@@ -1,28 +1,89 @@
 // ibcoll_info: prints the configuration table (every IBCOLL_* variable, its default and its
-// current value), the algorithm table with what the selection picks by size, and, when a verbs
-// device is present, what the transport would use.
+// current value), the algorithm table with what the selection picks by size, the topology
+// (IBCOLL_TOPOLOGY or this machine's) with the RDMA device each core would use, and, when a
+// verbs device is present, what the transport would use.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "collectives/select.h"
 #include "runtime/config.h"
+#include "topo/device_choice.h"
+#include "topo/topology.h"
 #ifdef IBCOLL_HAVE_VERBS
 #include "runtime/verbs_endpoint.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/xrc_domain.h"
 #endif
 
+namespace {
+
+// "0-3,8" for {0, 1, 2, 3, 8} (ascending).
+std::string ranges(const std::vector<int>& sorted) {
+  std::string text;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t end = i;
+    while (end + 1 < sorted.size() && sorted[end + 1] == sorted[end] + 1)
+      ++end;
+    text += (text.empty() ? "" : ",") + std::to_string(sorted[i]) +
+            (end > i ? "-" + std::to_string(sorted[end]) : "");
+    i = end + 1;
+  }
+  return text;
+}
+
+// The topology, this process's place in it, and which device a rank bound to each core (local
+// rank = the core's index) would choose with IBCOLL_DEVICE unset.
+void print_topology(const ibcoll::runtime::Config& config) {
+  using namespace ibcoll;
+  const topo::Topology topology = topo::Topology::load(config.topology);
+  std::printf("\ntopology (%s): %s\n",
+              config.topology.empty() ? "this machine" : config.topology.c_str(),
+              topology.summary().c_str());
+  const topo::CpuSet mine = topo::CpuSet::of_this_process();
+  const topo::Place place = topology.place_of(mine);
+  std::printf("this process's cpus: %s (package %d, NUMA node %d; -1: spans several)\n",
+              mine.to_list().c_str(), place.package, place.numa);
+  for (const topo::NetworkDevice& device : topology.network_devices())
+    std::printf("RDMA device %s: near cpus %s\n", device.name.c_str(),
+                device.locality.to_list().c_str());
+#ifdef IBCOLL_HAVE_VERBS
+  const std::vector<std::string> active = transport::verbs::active_device_names();
+  if (active.empty()) {
+    std::printf("no RDMA device has an active port\n");
+    return;
+  }
+  const std::vector<topo::CpuSet> cores = topology.cores_of(topology.all_cpus());
+  std::vector<std::pair<std::string, std::vector<int>>> cores_by_device;
+  for (size_t i = 0; i < cores.size(); ++i) {
+    const std::string name =
+        topo::choose_device(topology, active, cores[i], static_cast<int>(i)).name;
+    auto entry = std::find_if(cores_by_device.begin(), cores_by_device.end(),
+                              [&](const auto& e) { return e.first == name; });
+    if (entry == cores_by_device.end()) entry = cores_by_device.insert(entry, {name, {}});
+    entry->second.push_back(static_cast<int>(i));
+  }
+  for (const auto& [name, indices] : cores_by_device)
+    std::printf("ranks bound to cores %s use %s\n", ranges(indices).c_str(), name.c_str());
+#endif
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace ibcoll;
   const char* usage =
       "usage: ibcoll_info\n"
       "Prints every IBCOLL_* variable (default, current value, meaning), the algorithm table\n"
-      "with what the automatic choice picks by size, and, when a verbs device is there, the\n"
-      "device, port and receive sharing the transport would use. It takes no options.\n";
+      "with what the automatic choice picks by size, the topology with the RDMA device a rank\n"
+      "bound to each core would use, and, when a verbs device is there, the device, port and\n"
+      "receive sharing the transport would use. It takes no options.\n";
   if (argc > 1) {
     const std::string arg = argv[1];
     const bool help = arg == "--help" || arg == "-h";
@@ -63,6 +124,7 @@ int main(int argc, char** argv) {
     log::set_level(config.log_level);
     std::printf("\nwait policy: %s, timeout: %lld ms\n", transport::wait_policy_name(config.wait),
                 static_cast<long long>(config.timeout.count()));
+    print_topology(config);
 #ifdef IBCOLL_HAVE_VERBS
     transport::verbs::Device device(config.verbs.device, config.verbs.gid_index);
     auto xrc = transport::verbs::open_xrc_domain(

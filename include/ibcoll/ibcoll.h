@@ -166,6 +166,9 @@ const char* ibcoll_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
                              ibcoll_datatype_t type);
 /* "shm", "verbs" or "self": the transport between this process and `rank` of `comm`. */
 const char* ibcoll_transport(ibcoll_comm_t comm, int rank);
+/* The ranks of `comm` in the order ring and chain algorithms pass data (node by node, the
+ * ranks of one package together): `order` gets ibcoll_comm_size() entries. */
+ibcoll_status_t ibcoll_ring_order(ibcoll_comm_t comm, int* order);
 
 #pragma GCC visibility pop
 #ifdef __cplusplus

@@ -2,6 +2,7 @@
 // every exception turned into a status code plus a thread-local message.
 #include "ibcoll/ibcoll.h"
 
+#include <algorithm>
 #include <memory>
 #include <new>
 #include <string>
@@ -435,6 +436,16 @@ const char* ibcoll_transport(ibcoll_comm_t comm, int rank) {
     return Status();
   });
   return status == IBCOLL_SUCCESS ? name : nullptr;
+}
+
+ibcoll_status_t ibcoll_ring_order(ibcoll_comm_t comm, int* order) {
+  return guarded([&] {
+    require(comm, "comm");
+    require(order, "order");
+    const std::vector<int> ring = comm->communicator->ring_order();
+    std::copy(ring.begin(), ring.end(), order);
+    return Status();
+  });
 }
 
 }  // extern "C"

@@ -1,8 +1,9 @@
 // Allreduce and bcast through the C API between forked ranks on the host (shared memory):
 // 1..8 ranks (oversubscribed), every algorithm forced in turn and the automatic choice, every
 // (type, op), in place and not, every root; references computed here, bits compared across
-// ranks and runs; split and created communicators.
+// ranks and runs; split and created communicators; rings and chains in package order.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <random>
 #include <string>
@@ -168,6 +169,66 @@ TEST(Collectives, SplitAndCreatedCommunicators) {
     RANK_CHECK(ibcoll_comm_free(&parity) == IBCOLL_SUCCESS, ibcoll_last_error());
     return 0;
   }));
+}
+
+// Rings and chains go package by package: on a synthetic node of two packages of one PU each
+// (IBCOLL_TOPOLOGY; PU 0 on package 0, PU 1 on package 1), ranks bound in turn to PUs 0, 1, 0, 1
+// take the ring 0 2 1 3, so it crosses between packages twice rather than at every hop. Each
+// ring and chain algorithm is forced and must run, correct for every root in that order; and
+// a split communicator gets its own order. Without the binding, the order is the ranks'.
+TEST(Collectives, RingsAndChainsGoPackageByPackage) {
+  cpu_set_t online;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(online), &online), 0);
+  if (!CPU_ISSET(0, &online) || !CPU_ISSET(1, &online)) GTEST_SKIP() << "needs cpus 0 and 1";
+  for (const auto& [allreduce, bcast] :
+       {std::pair{"ring", "chain"}, std::pair{"ring", "scatter_allgather"}}) {
+    for (const bool bound : {true, false}) {
+      SCOPED_TRACE(std::string(allreduce) + ", " + bcast + (bound ? ", bound" : ", unbound"));
+      RankOptions options;
+      options.environment = {{"IBCOLL_TOPOLOGY", "pack:2 core:1 pu:1"},
+                             {"IBCOLL_SHM_SLOTS", "0"},
+                             {"IBCOLL_ALLREDUCE_ALGO", allreduce},
+                             {"IBCOLL_BCAST_ALGO", bcast}};
+      expect_all_ok(run_ranks(
+          4,
+          [bound](int me, int) {
+            if (bound) {
+              cpu_set_t one;
+              CPU_ZERO(&one);
+              CPU_SET(me % 2, &one);
+              RANK_CHECK(sched_setaffinity(0, sizeof(one), &one) == 0, "cannot bind");
+            }
+            CapiRank r;
+            std::vector<int> order(4);
+            RANK_CHECK(ibcoll_ring_order(r.world(), order.data()) == IBCOLL_SUCCESS,
+                       ibcoll_last_error());
+            const std::vector<int> expected =
+                bound ? std::vector<int>{0, 2, 1, 3} : std::vector<int>{0, 1, 2, 3};
+            RANK_CHECK(order == expected, "the world's ring order is not the expected one");
+            allreduce_sweep(r.world(), {DataType::int32, DataType::float32}, {1031, 65537});
+            bcast_every_root(r.world(), DataType::uint8, {1031, 65537});
+            // Ranks 3, 2, 1 (by key) are bound to packages 1, 0, 1: package 0's member first,
+            // so the ring is 1 0 2 when bound.
+            ibcoll_comm_t three = nullptr;
+            RANK_CHECK(ibcoll_comm_split(r.world(), me == 0 ? IBCOLL_UNDEFINED : 0, -me, &three) ==
+                           IBCOLL_SUCCESS,
+                       ibcoll_last_error());
+            if (three) {
+              std::vector<int> three_order(3);
+              RANK_CHECK(ibcoll_ring_order(three, three_order.data()) == IBCOLL_SUCCESS,
+                         ibcoll_last_error());
+              RANK_CHECK(
+                  three_order == (bound ? std::vector<int>{1, 0, 2} : std::vector<int>{0, 1, 2}),
+                  "the split communicator's ring order is not the expected one");
+              bcast_every_root(three, DataType::uint8, {65537});
+              allreduce_sweep(three, {DataType::float64}, {1031});
+              RANK_CHECK(ibcoll_comm_free(&three) == IBCOLL_SUCCESS, ibcoll_last_error());
+            }
+            return 0;
+          },
+          options));
+    }
+  }
 }
 
 }  // namespace

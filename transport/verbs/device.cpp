@@ -41,6 +41,28 @@ int parse_port(const std::string& text) {
 
 }  // namespace
 
+std::vector<std::string> active_device_names() {
+  std::vector<std::string> names;
+  int count = 0;
+  DeviceList list(ibv_get_device_list(&count));
+  for (int i = 0; list && i < count; ++i) {
+    ibv_context* ctx = ibv_open_device(list[i]);
+    if (!ctx) continue;
+    ibv_device_attr attr{};
+    bool active = false;
+    if (ibv_query_device(ctx, &attr) == 0) {
+      for (int p = 1; p <= attr.phys_port_cnt && !active; ++p) {
+        ibv_port_attr pattr{};
+        active = ibv_query_port(ctx, static_cast<uint8_t>(p), &pattr) == 0 &&
+                 pattr.state == IBV_PORT_ACTIVE;
+      }
+    }
+    ibv_close_device(ctx);
+    if (active) names.emplace_back(ibv_get_device_name(list[i]));
+  }
+  return names;
+}
+
 Device::Device(const std::string& spec, int gid_index, bool rdmacm_context) {
   std::string name = spec;
   int port = 0;

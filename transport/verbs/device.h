@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ibcoll::transport::verbs {
 
@@ -17,6 +18,9 @@ struct PortAddress {
   uint8_t port = 0;
   uint8_t global = 0;  // 1: route by GID (RoCE), 0: by LID (InfiniBand)
 };
+
+// The devices with at least one active port, by name, in the verbs library's order.
+std::vector<std::string> active_device_names();
 
 class Device {
  public:
