@@ -11,14 +11,20 @@ namespace ibcoll::collectives {
 
 Communicator::Communicator(transport::Channel& channel, std::vector<int> members, int rank,
                            uint16_t id, Policy policy, std::optional<SlotGroup> slots,
-                           const std::vector<int>& ring_order)
+                           const topo::Hierarchy& hierarchy, std::optional<SlotGroup> node_slots)
     : channel_(channel),
       members_(std::move(members)),
       rank_(rank),
       id_(id),
       policy_(std::move(policy)),
       slots_(std::move(slots)),
+      nodes_(static_cast<int>(hierarchy.nodes().size())),
       max_message_size_(channel_.max_message_size()) {
+  if (hierarchy.spans_nodes()) {
+    layout_ =
+        std::make_unique<NodeLayout>(channel_, hierarchy, members_, rank_, std::move(node_slots));
+  }
+  const std::vector<int> ring_order = hierarchy.ring_order();
   bool reordered = false;
   for (size_t i = 0; i < ring_order.size(); ++i)
     reordered |= ring_order[i] != static_cast<int>(i);
@@ -34,6 +40,8 @@ Communicator::Communicator(transport::Channel& channel, std::vector<int> members
   choose(Collective::bcast, 0, DataType::uint8);
 }
 
+Communicator::~Communicator() = default;
+
 std::vector<int> Communicator::ring_order() const {
   std::vector<int> order(members_.size());
   for (size_t m = 0; m < members_.size(); ++m)
@@ -45,7 +53,8 @@ std::vector<int> Communicator::ring_order() const {
 const Algorithm& Communicator::choose(Collective collective, size_t count, DataType type) const {
   const std::string& forced =
       collective == Collective::allreduce ? policy_.allreduce_algorithm : policy_.bcast_algorithm;
-  return select_algorithm(collective, count * type_size(type), size(), slots_.has_value(), forced);
+  return select_algorithm(collective, count * type_size(type), {size(), slots_.has_value(), nodes_},
+                          forced);
 }
 
 void Communicator::check_arguments(Collective collective, const CollectiveArgs& a) const {
@@ -77,6 +86,7 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
                                    uint64_t extra) {
   check_arguments(collective, args);
   if (slots_ && !slots_->failure.ok()) throw Error(slots_->failure);
+  if (const Status* failure = layout_ ? layout_->slot_failure() : nullptr) throw Error(*failure);
   CollectiveArgs call = args;
   call.agreed = extra;
   const size_t bytes = call.count * type_size(call.type);
@@ -91,8 +101,11 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
     last = {bytes, &algorithm};
   }
   const Algorithm& algorithm = *last.algorithm;
-  const uint64_t tag = call_tag(id_, next_sequence_++);
-  Group group{channel_, rank_, members_, slots_ ? &*slots_ : nullptr, 0};
+  const uint64_t tag = call_tag(id_, next_sequence_);
+  const int sequences = algorithm.across_nodes ? layout_->sequences_per_call() : 1;
+  next_sequence_ += static_cast<uint64_t>(sequences);
+  const uint64_t last_tag = tag + static_cast<uint64_t>(sequences) * kStepsPerCall - 1;
+  Group group{channel_, rank_, members_, slots_ ? &*slots_ : nullptr, 0, layout_.get()};
   const bool check = policy_.check_calls && size() > 1 && !algorithm.uses_slots;
   // Every call that touches the slots takes a turn there; with checks on, that is every call,
   // whatever algorithm each rank picked.
@@ -104,7 +117,7 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
     task_group.peers = ring_members_;
     task_root = ring_position_[static_cast<size_t>(call.root)];
   }
-  return {algorithm, group, call, tag, check, task_group, task_root};
+  return {algorithm, group, call, tag, last_tag, check, task_group, task_root};
 }
 
 std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
@@ -127,7 +140,7 @@ std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
   }
   auto operation =
       std::make_unique<Operation>(std::move(task), std::move(checker), channel_, members_, call.tag,
-                                  call.algorithm.collective, call.algorithm.name);
+                                  call.last_tag, call.algorithm.collective, call.algorithm.name);
   operation->start();
   return operation;
 }

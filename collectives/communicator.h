@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/node_layout.h"
 #include "collectives/operation.h"
 #include "collectives/registry.h"
 
@@ -21,9 +22,10 @@ struct PreparedCall {
   Group group;  // the communicator's members in order: the call check's
   CollectiveArgs args;
   uint64_t tag;
-  bool checked;      // with a separate call check ahead of the algorithm
-  Group task_group;  // the algorithm's: in ring order for a ring-ordered one
-  int task_root;     // args.root in task_group
+  uint64_t last_tag;  // of the tags the call takes (a hierarchical call takes several sequences)
+  bool checked;       // with a separate call check ahead of the algorithm
+  Group task_group;   // the algorithm's: in ring order for a ring-ordered one
+  int task_root;      // args.root in task_group
   bool runs_here() const { return algorithm.run_here && !checked; }
 };
 
@@ -36,12 +38,13 @@ struct Policy {
 class Communicator {
  public:
   // `members` are the channel ranks of the group in order; this process is members[rank].
-  // `slots`: the node's slot region, when every member is on this node. `ring_order`: the
-  // member indices in the order rings and chains should take (topo::Hierarchy::ring_order);
-  // empty for the members' own order.
+  // `slots`: the node's slot region, when every member is on this node. `hierarchy`: where the
+  // members run, for the ring order and, across nodes, the hierarchical algorithms, which use
+  // `node_slots` (this node's members' share of the slot region) when there is one.
   Communicator(transport::Channel& channel, std::vector<int> members, int rank, uint16_t id,
-               Policy policy, std::optional<SlotGroup> slots = std::nullopt,
-               const std::vector<int>& ring_order = {});
+               Policy policy, std::optional<SlotGroup> slots, const topo::Hierarchy& hierarchy,
+               std::optional<SlotGroup> node_slots);
+  ~Communicator();
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
@@ -74,7 +77,9 @@ class Communicator {
   uint16_t id_;
   Policy policy_;
   std::optional<SlotGroup> slots_;
-  size_t max_message_size_;  // the channel's, asked once
+  int nodes_;                           // the members run on
+  std::unique_ptr<NodeLayout> layout_;  // when nodes_ > 1
+  size_t max_message_size_;             // the channel's, asked once
   uint64_t next_sequence_ = 1;
   // Per collective, the last call's size and algorithm: calls in a loop choose once, and a
   // change of algorithm is logged once.

@@ -1,7 +1,6 @@
 #include "collectives/operation.h"
 
 #include "collectives/registry.h"
-#include "collectives/tags.h"
 
 namespace ibcoll::collectives {
 
@@ -11,12 +10,13 @@ constexpr uint32_t kAdvancesPerMemberCheck = 1024;
 
 Operation::Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
                      transport::Channel& channel, std::span<const int> members, uint64_t base_tag,
-                     Collective collective, const char* algorithm)
+                     uint64_t last_tag, Collective collective, const char* algorithm)
     : task_(std::move(task)),
       check_(std::move(check)),
       channel_(channel),
       members_(members),
       base_tag_(base_tag),
+      last_tag_(last_tag),
       collective_(collective),
       algorithm_(algorithm) {}
 
@@ -73,7 +73,7 @@ Operation::State Operation::finish(Status status) {
   status_ = std::move(status);
   state_ = status_.ok() ? State::done : State::failed;
   if (!status_.ok()) {
-    channel_.cancel(base_tag_, base_tag_ + kStepsPerCall - 1);
+    channel_.cancel(base_tag_, last_tag_);
     if (check_) check_->abandon(status_);
     task_->abandon(status_);
   }

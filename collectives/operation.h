@@ -16,11 +16,12 @@ class Operation {
  public:
   using State = CollectiveTask::State;
 
-  // `check` may be null (calls not checked). `members` are the group's channel ranks;
-  // `collective` and `algorithm` name the call in errors and reports.
+  // `check` may be null (calls not checked). `members` are the group's channel ranks; the
+  // call's messages carry tags base_tag..last_tag; `collective` and `algorithm` name the call
+  // in errors and reports.
   Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
             transport::Channel& channel, std::span<const int> members, uint64_t base_tag,
-            Collective collective, const char* algorithm);
+            uint64_t last_tag, Collective collective, const char* algorithm);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -47,7 +48,7 @@ class Operation {
   std::unique_ptr<CallCheck> check_;
   transport::Channel& channel_;
   std::span<const int> members_;
-  uint64_t base_tag_;
+  uint64_t base_tag_, last_tag_;
   Collective collective_;
   const char* algorithm_;
   uint32_t advances_ = 0;

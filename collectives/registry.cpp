@@ -1,9 +1,10 @@
 #include "collectives/registry.h"
 
-#include <limits>
 #include <string>
 
+#include "collectives/allreduce/hierarchical.h"
 #include "collectives/allreduce/rabenseifner.h"
+#include "collectives/allreduce/rails.h"
 #include "collectives/allreduce/recursive_doubling.h"
 #include "collectives/allreduce/ring.h"
 #include "collectives/allreduce/slots.h"
@@ -11,6 +12,7 @@
 #include "collectives/bcast/binomial.h"
 #include "collectives/bcast/chain.h"
 #include "collectives/bcast/doubling.h"
+#include "collectives/bcast/hierarchical.h"
 #include "collectives/bcast/scatter_allgather.h"
 #include "collectives/bcast/slots.h"
 #include "collectives/tags.h"
@@ -20,38 +22,81 @@ namespace ibcoll::collectives {
 namespace {
 
 constexpr size_t kSlotBytes = transport::shm::SlotRegion::kDataBytes;
-constexpr size_t kNoLimit = std::numeric_limits<size_t>::max();
 // The checked bcast passes the vector through scratch twice; above this, a separate check's
 // round costs less than those copies.
 constexpr size_t kCheckedBcastBytes = 8 << 10;
 
 const Algorithm kAlgorithms[] = {
-    {Collective::allreduce, "slots",
-     "node-local: each rank publishes to its shared slot, all fold the slots in rank order",
-     make_slots_allreduce, true, nullptr, run_slots_allreduce_here, kSlotBytes},
-    {Collective::allreduce, "staged",
-     "node-local: chunks through shared halves, each rank reduces its part from all (large)",
-     make_staged_allreduce, true},
-    {Collective::allreduce, "recursive_doubling",
-     "log2(p) whole-vector exchanges; non-powers of two fold in first (small messages)",
-     make_recursive_doubling_allreduce, false, make_checked_recursive_doubling_allreduce},
-    {Collective::allreduce, "rabenseifner",
-     "reduce-scatter by recursive halving + allgather by doubling (medium/large)",
-     make_rabenseifner_allreduce},
-    {Collective::allreduce, "ring",
-     "reduce-scatter + allgather around a ring in pipelined segments (large)", make_ring_allreduce,
-     false, nullptr, nullptr, kNoLimit, kNoLimit, true},
-    {Collective::bcast, "slots", "node-local: the root publishes to its shared slot, all copy it",
-     make_slots_bcast, true, nullptr, run_slots_bcast_here, kSlotBytes},
-    {Collective::bcast, "binomial",
-     "binomial tree from the root, whole vector per edge; small and checked, it rides the check",
-     make_binomial_bcast, false, make_checked_doubling_bcast, nullptr, kNoLimit,
-     kCheckedBcastBytes},
-    {Collective::bcast, "scatter_allgather",
-     "root scatters 1/p to each, pieces then circle a ring (large, many ranks)",
-     make_scatter_allgather_bcast, false, nullptr, nullptr, kNoLimit, kNoLimit, true},
-    {Collective::bcast, "chain", "pipelined chain from the root in segments (very large)",
-     make_chain_bcast, false, nullptr, nullptr, kNoLimit, kNoLimit, true},
+    {.collective = Collective::allreduce,
+     .name = "slots",
+     .description = "node-local: each rank publishes to its shared slot, all fold the slots in "
+                    "rank order",
+     .make = make_slots_allreduce,
+     .uses_slots = true,
+     .run_here = run_slots_allreduce_here,
+     .max_bytes = kSlotBytes},
+    {.collective = Collective::allreduce,
+     .name = "staged",
+     .description = "node-local: chunks through shared halves, each rank reduces its part from "
+                    "all (large)",
+     .make = make_staged_allreduce,
+     .uses_slots = true},
+    {.collective = Collective::allreduce,
+     .name = "recursive_doubling",
+     .description = "log2(p) whole-vector exchanges; non-powers of two fold in first (small "
+                    "messages)",
+     .make = make_recursive_doubling_allreduce,
+     .make_checked = make_checked_recursive_doubling_allreduce},
+    {.collective = Collective::allreduce,
+     .name = "rabenseifner",
+     .description = "reduce-scatter by recursive halving + allgather by doubling (medium/large)",
+     .make = make_rabenseifner_allreduce},
+    {.collective = Collective::allreduce,
+     .name = "ring",
+     .description = "reduce-scatter + allgather around a ring in pipelined segments (large)",
+     .make = make_ring_allreduce,
+     .ring_ordered = true},
+    {.collective = Collective::allreduce,
+     .name = "hierarchical",
+     .description = "across nodes: node allreduce, node leaders allreduce, node bcast (small, "
+                    "medium)",
+     .make = make_hierarchical_allreduce,
+     .across_nodes = true},
+    {.collective = Collective::allreduce,
+     .name = "rails",
+     .description = "across nodes: node allreduce, slice i across nodes by local rank i, node "
+                    "allgather (large)",
+     .make = make_rails_allreduce,
+     .across_nodes = true},
+    {.collective = Collective::bcast,
+     .name = "slots",
+     .description = "node-local: the root publishes to its shared slot, all copy it",
+     .make = make_slots_bcast,
+     .uses_slots = true,
+     .run_here = run_slots_bcast_here,
+     .max_bytes = kSlotBytes},
+    {.collective = Collective::bcast,
+     .name = "binomial",
+     .description = "binomial tree from the root, whole vector per edge; small and checked, it "
+                    "rides the check",
+     .make = make_binomial_bcast,
+     .make_checked = make_checked_doubling_bcast,
+     .checked_max_bytes = kCheckedBcastBytes},
+    {.collective = Collective::bcast,
+     .name = "scatter_allgather",
+     .description = "root scatters 1/p to each, pieces then circle a ring (large, many ranks)",
+     .make = make_scatter_allgather_bcast,
+     .ring_ordered = true},
+    {.collective = Collective::bcast,
+     .name = "chain",
+     .description = "pipelined chain from the root in segments (very large)",
+     .make = make_chain_bcast,
+     .ring_ordered = true},
+    {.collective = Collective::bcast,
+     .name = "hierarchical",
+     .description = "across nodes: the root and other nodes' leaders, then each node (any size)",
+     .make = make_hierarchical_bcast,
+     .across_nodes = true},
 };
 
 }  // namespace

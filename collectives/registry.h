@@ -39,6 +39,9 @@ struct Algorithm {
   // Passes data around a ring or chain of the members: run in the communicator's ring order
   // (node by node, packages together; topo::Hierarchy) so it crosses each boundary once.
   bool ring_ordered = false;
+  // Made of flat calls on the members' subgroups by node (Group::layout): runs only on a
+  // group whose members span nodes.
+  bool across_nodes = false;
 };
 
 std::span<const Algorithm> algorithms();

@@ -15,12 +15,20 @@ struct Rule {
   size_t max_bytes;  // per rank
   int min_ranks;
   const char* algorithm;
+  // Only for groups across nodes where some node holds several members (a group with one
+  // member per node gains nothing from hierarchy).
+  bool across_shared_nodes = false;
 };
 
 constexpr size_t kAny = std::numeric_limits<size_t>::max();
 constexpr size_t kSlotBytes = transport::shm::SlotRegion::kDataBytes;
 
 const Rule kRules[] = {
+    // Across nodes: one member per node on the network for small vectors; for large ones every
+    // member carries its slice (the network is the bottleneck; the node's extra pass is not).
+    {Collective::allreduce, 64 << 10, 1, "hierarchical", true},
+    {Collective::allreduce, kAny, 1, "rails", true},
+    {Collective::bcast, kAny, 1, "hierarchical", true},
     // Above about 2 KiB, reading every member's whole vector costs more than staged's three
     // handshakes per chunk: each rank then reduces only its part.
     {Collective::allreduce, 2 << 10, 1, "slots"},
@@ -50,24 +58,27 @@ const Algorithm& resolved(const Rule& rule) {
   return *table[static_cast<size_t>(&rule - kRules)];
 }
 
-bool can_run(const Algorithm& a, size_t bytes, bool slots) {
-  return (!a.uses_slots || slots) && bytes <= a.max_bytes;
+bool can_run(const Algorithm& a, size_t bytes, const GroupShape& shape) {
+  return (!a.uses_slots || shape.slots) && (!a.across_nodes || shape.nodes > 1) &&
+         bytes <= a.max_bytes;
 }
 
 }  // namespace
 
-const Algorithm& select_algorithm(Collective collective, size_t bytes, int ranks, bool slots,
+const Algorithm& select_algorithm(Collective collective, size_t bytes, const GroupShape& shape,
                                   std::string_view forced) {
   if (!forced.empty() && forced != "auto") {
     const Algorithm& chosen = find_algorithm(collective, forced);
-    if (can_run(chosen, bytes, slots)) return chosen;  // else: the table's choice
+    if (can_run(chosen, bytes, shape)) return chosen;  // else: the table's choice
   }
+  const bool shared_nodes = shape.nodes > 1 && shape.nodes < shape.ranks;
   for (const Rule& rule : kRules) {
-    if (rule.collective != collective || bytes > rule.max_bytes || ranks < rule.min_ranks) {
+    if (rule.collective != collective || bytes > rule.max_bytes || shape.ranks < rule.min_ranks ||
+        (rule.across_shared_nodes && !shared_nodes)) {
       continue;
     }
     const Algorithm& a = resolved(rule);
-    if (can_run(a, bytes, slots)) return a;
+    if (can_run(a, bytes, shape)) return a;
   }
   throw Error(Code::internal,
               std::string("no default algorithm for ") + collective_name(collective));

@@ -8,10 +8,17 @@
 
 namespace ibcoll::collectives {
 
-// The algorithm for `bytes` per rank on `ranks` ranks, `slots` saying whether the group has
-// the node's slot region: `forced` when it is not empty or "auto" and can run here (an unknown
-// name is Error(invalid_argument) naming the choices), else the table's.
-const Algorithm& select_algorithm(Collective collective, size_t bytes, int ranks, bool slots,
+// What selection knows of a group: alike on every member.
+struct GroupShape {
+  int ranks = 1;
+  bool slots = false;  // every member shares this node's slot region
+  int nodes = 1;       // the nodes its members run on
+};
+
+// The algorithm for `bytes` per rank on a group of `shape`: `forced` when it is not empty or
+// "auto" and can run here (an unknown name is Error(invalid_argument) naming the choices), else
+// the table's.
+const Algorithm& select_algorithm(Collective collective, size_t bytes, const GroupShape& shape,
                                   std::string_view forced);
 
 }  // namespace ibcoll::collectives

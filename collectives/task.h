@@ -20,13 +20,16 @@
 
 namespace ibcoll::collectives {
 
+class NodeLayout;
+
 // The ranks taking part, as channel peers: member i of the group is channel peer peers[i].
 struct Group {
   transport::Channel& channel;
-  int rank;                    // this process's index in `peers`
-  std::span<const int> peers;  // channel peer of every member (the communicator's list)
-  SlotGroup* slots = nullptr;  // when every member shares this node's slot region
-  uint64_t slot_sequence = 0;  // this call's turn in the slots
+  int rank;                      // this process's index in `peers`
+  std::span<const int> peers;    // channel peer of every member (the communicator's list)
+  SlotGroup* slots = nullptr;    // when every member shares this node's slot region
+  uint64_t slot_sequence = 0;    // this call's turn in the slots
+  NodeLayout* layout = nullptr;  // when the members span nodes (the hierarchical algorithms)
   int size() const { return static_cast<int>(peers.size()); }
 };
 

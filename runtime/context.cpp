@@ -79,9 +79,17 @@ void Context::open_transports_and_world() {
 std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> members, int rank,
                                                          uint16_t id) {
   auto slots = slot_group(members, id);
-  const std::vector<int> ring_order = topo::Hierarchy(placement_.places_of(members)).ring_order();
+  const topo::Hierarchy hierarchy(placement_.places_of(members));
+  std::optional<collectives::SlotGroup> node_slots;
+  if (hierarchy.spans_nodes()) {  // this node's members share its slot region under the id
+    std::vector<int> node_members;
+    for (int m : hierarchy.nodes()[static_cast<size_t>(hierarchy.node_index(rank))])
+      node_members.push_back(members[static_cast<size_t>(m)]);
+    node_slots = slot_group(node_members, id);
+  }
   return std::make_unique<Communicator>(*channel_, std::move(members), rank, id,
-                                        job_.config().policy, std::move(slots), ring_order);
+                                        job_.config().policy, std::move(slots), hierarchy,
+                                        std::move(node_slots));
 }
 
 Context::~Context() {

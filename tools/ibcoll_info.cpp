@@ -104,19 +104,19 @@ int main(int argc, char** argv) {
                 a.description);
   }
   std::printf(
-      "\nautomatic choice by bytes per rank (ranks on one node with shared memory / "
-      "otherwise), for 2 and 8 ranks\n\n");
+      "\nautomatic choice by bytes per rank: 2 ranks on one node with shared memory / "
+      "otherwise; 8 ranks the same; 8 ranks on 2 nodes\n\n");
+  const collectives::GroupShape shapes[] = {
+      {2, true, 1}, {2, false, 1}, {8, true, 1}, {8, false, 1}, {8, false, 2}};
   for (auto collective : {collectives::Collective::allreduce, collectives::Collective::bcast}) {
     for (size_t bytes :
          {size_t{8}, size_t{4096}, size_t{65536}, size_t{1} << 20, size_t{16} << 20}) {
       std::printf("%-10s %9zu B:", collectives::collective_name(collective), bytes);
-      for (int ranks : {2, 8}) {
-        for (bool slots : {true, false}) {
-          std::printf(" %s",
-                      collectives::select_algorithm(collective, bytes, ranks, slots, "").name);
-          std::printf(slots ? " /" : (ranks == 2 ? ";" : "\n"));
-        }
+      for (size_t i = 0; i < std::size(shapes); ++i) {
+        std::printf("%s %s", i == 0 ? "" : (i % 2 ? " /" : ";"),
+                    collectives::select_algorithm(collective, bytes, shapes[i], "").name);
       }
+      std::printf("\n");
     }
   }
   try {

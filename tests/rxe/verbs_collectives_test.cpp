@@ -24,7 +24,8 @@ namespace {
 TEST(VerbsCollectives, EveryAlgorithmTwoToFourRanks) {
   std::vector<std::string> allreduce{"auto"}, bcast{"auto"};
   for (const collectives::Algorithm& a : collectives::algorithms()) {
-    if (a.uses_slots) continue;  // the slot region is shared memory: over verbs they never run
+    if (a.uses_slots) continue;    // the slot region is shared memory: over verbs they never run
+    if (a.across_nodes) continue;  // one node: HierarchicalAcrossPretendNodes forces them
     (a.collective == collectives::Collective::allreduce ? allreduce : bcast).push_back(a.name);
   }
   for (size_t i = 0; i < std::max(allreduce.size(), bcast.size()); ++i) {
@@ -48,6 +49,51 @@ TEST(VerbsCollectives, EveryAlgorithmTwoToFourRanks) {
             // are tested exhaustively on the host.
             allreduce_sweep(r.world(), {DataType::int8, DataType::bfloat16, DataType::float64},
                             {0, 1, 1031, 65537});
+            bcast_every_root(r.world(), DataType::uint8, {0, 7, 65537});
+            return 0;
+          },
+          options));
+    }
+  }
+}
+
+// Ranks that name different nodes (IBCOLL_NODE) on one VM: shared memory inside each pretend
+// node, verbs between them, so the hierarchical algorithms run their node and network stages
+// for real; forced, and chosen by the table (small allreduce and every bcast hierarchical,
+// large allreduce rails). Layouts with equal nodes, unequal ones, and a node of one.
+TEST(VerbsCollectives, HierarchicalAcrossPretendNodes) {
+  const std::vector<std::vector<int>> layouts = {{2, 2}, {3, 1}, {1, 2, 2}};
+  const std::vector<std::pair<std::string, std::string>> forced = {
+      {"hierarchical", "hierarchical"}, {"rails", "hierarchical"}, {"auto", "auto"}};
+  for (const auto& [allreduce, bcast] : forced) {
+    for (const std::vector<int>& layout : layouts) {
+      std::vector<int> node_of;
+      for (size_t node = 0; node < layout.size(); ++node)
+        node_of.insert(node_of.end(), static_cast<size_t>(layout[node]), static_cast<int>(node));
+      RankOptions options;
+      options.deadline = std::chrono::seconds(300);
+      options.environment = {{"IBCOLL_ALLREDUCE_ALGO", allreduce}, {"IBCOLL_BCAST_ALGO", bcast}};
+      SCOPED_TRACE(allreduce + "/" + bcast + ", " + std::to_string(layout.size()) + " nodes of " +
+                   std::to_string(node_of.size()) + " ranks");
+      expect_all_ok(run_ranks(
+          static_cast<int>(node_of.size()),
+          [&](int me, int) {
+            setenv("IBCOLL_NODE", ("pretend-node-" + std::to_string(node_of[me])).c_str(), 1);
+            CapiRank r;
+            for (int peer = 0; peer < r.size(); ++peer) {
+              const std::string want = peer == me                     ? "self"
+                                       : node_of[peer] == node_of[me] ? "shm"
+                                                                      : "verbs";
+              RANK_CHECK(ibcoll_transport(r.world(), peer) == want,
+                         "rank " + std::to_string(peer) + " is not reached by " + want);
+            }
+            if (allreduce == "auto") {
+              expect_algorithm(r.world(), IBCOLL_ALLREDUCE, 1000, IBCOLL_INT32, "hierarchical");
+              expect_algorithm(r.world(), IBCOLL_ALLREDUCE, 1 << 20, IBCOLL_INT32, "rails");
+              expect_algorithm(r.world(), IBCOLL_BCAST, 1 << 20, IBCOLL_UINT8, "hierarchical");
+            }
+            allreduce_sweep(r.world(), {DataType::int32, DataType::float64},
+                            {0, 1, 1031, 20000, 100003});
             bcast_every_root(r.world(), DataType::uint8, {0, 7, 65537});
             return 0;
           },

@@ -169,9 +169,19 @@ inline bool members_share_memory(ibcoll_comm_t comm) {
   return true;
 }
 
-// A forced algorithm that cannot run on a call (too large for it; slots without a slot region)
-// gives way to the table's choice without a word. So a sweep that forces one (IBCOLL_*_ALGO)
-// fails the rank unless that algorithm really runs every call it can.
+// True when some member of `comm` runs on another node: one reached over verbs, unless
+// IBCOLL_TRANSPORT=verbs sends to this node's ranks over verbs too.
+inline bool members_span_nodes(ibcoll_comm_t comm) {
+  const char* transport_setting = std::getenv("IBCOLL_TRANSPORT");
+  if (transport_setting && std::string(transport_setting) == "verbs") return false;
+  for (int r = 0; r < comm_size(comm); ++r)
+    if (std::string(ibcoll_transport(comm, r)) == "verbs") return true;
+  return false;
+}
+
+// A forced algorithm that cannot run on a call (too large for it; slots without a slot region;
+// a hierarchical one on one node) gives way to the table's choice without a word. So a sweep that
+// forces one (IBCOLL_*_ALGO) fails the rank unless that algorithm really runs every call it can.
 inline void expect_forced_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
                                     size_t count, DataType type) {
   const bool allreduce = collective == IBCOLL_ALLREDUCE;
@@ -182,8 +192,8 @@ inline void expect_forced_algorithm(ibcoll_comm_t comm, ibcoll_collective_t coll
   const char* slots_setting = std::getenv("IBCOLL_SHM_SLOTS");
   const bool slots = comm_size(comm) > 1 && members_share_memory(comm) &&
                      !(slots_setting && std::string(slots_setting) == "0");
-  const bool can_run =
-      (!a.uses_slots || slots) && count * collectives::type_size(type) <= a.max_bytes;
+  const bool can_run = (!a.uses_slots || slots) && (!a.across_nodes || members_span_nodes(comm)) &&
+                       count * collectives::type_size(type) <= a.max_bytes;
   const std::string chosen = ibcoll_algorithm(comm, collective, count, c_type(type));
   RANK_CHECK(!can_run || chosen == forced,
              std::string(forced) + " is forced and can run " + std::to_string(count) + " " +

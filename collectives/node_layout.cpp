@@ -1,0 +1,61 @@
+#include "collectives/node_layout.h"
+
+#include <algorithm>
+
+#include "collectives/select.h"
+#include "collectives/tags.h"
+
+namespace ibcoll::collectives {
+namespace {
+
+Subgroup subgroup_of(const std::vector<int>& member_indices, std::span<const int> members,
+                     int rank) {
+  Subgroup group;
+  for (int m : member_indices) {
+    if (m == rank) group.rank = group.size();
+    group.peers.push_back(members[static_cast<size_t>(m)]);
+  }
+  return group;
+}
+
+}  // namespace
+
+NodeLayout::NodeLayout(transport::Channel& channel, const topo::Hierarchy& hierarchy,
+                       std::span<const int> members, int rank, std::optional<SlotGroup> node_slots)
+    : channel_(channel),
+      hierarchy_(hierarchy),
+      members_(members.begin(), members.end()),
+      rank_(rank),
+      node_slots_(std::move(node_slots)) {
+  const auto& nodes = hierarchy_.nodes();
+  node_ = subgroup_of(nodes[static_cast<size_t>(hierarchy_.node_index(rank))], members, rank);
+  leaders_ = subgroup_of(hierarchy_.leaders(), members, rank);
+  rails_ = static_cast<int>(
+      std::min_element(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
+        return a.size() < b.size();
+      })->size());
+  const int local = hierarchy_.local_index(rank);
+  if (local < rails_) rail_ = subgroup_of(hierarchy_.with_local_index(local), members, rank);
+  if (node_.size() < 2) node_slots_.reset();  // nobody to share them with
+}
+
+Subgroup NodeLayout::leaders_for_root(int root) const {
+  Subgroup group = leaders_;
+  const int root_node = hierarchy_.node_index(root);
+  group.peers[static_cast<size_t>(root_node)] = members_[static_cast<size_t>(root)];
+  if (hierarchy_.node_index(rank_) == root_node) group.rank = rank_ == root ? root_node : -1;
+  return group;
+}
+
+std::unique_ptr<CollectiveTask> NodeLayout::flat_call(Collective collective, const Subgroup& group,
+                                                      const CollectiveArgs& args, uint64_t base_tag,
+                                                      int offset, bool may_use_slots) {
+  SlotGroup* slots = &group == &node_ && may_use_slots && node_slots_ ? &*node_slots_ : nullptr;
+  const Algorithm& algorithm = select_algorithm(collective, args.count * type_size(args.type),
+                                                {group.size(), slots != nullptr, 1}, "");
+  Group flat{channel_, group.rank, group.peers, slots, 0};
+  if (algorithm.uses_slots) flat.slot_sequence = slots->next_sequence++;
+  return algorithm.make(flat, args, base_tag + static_cast<uint64_t>(offset) * kStepsPerCall);
+}
+
+}  // namespace ibcoll::collectives

@@ -1,0 +1,67 @@
+// NodeLayout: a communicator that spans nodes, seen from one member, for the hierarchical
+// algorithms: the subgroups they run flat algorithms on (this node's members, the node leaders,
+// the members with this member's local index on every node: its rail), as channel peers, and
+// this node's share of the slot region. Built once per communicator; a call only reads it,
+// apart from taking turns in the node's slots.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "collectives/call_check.h"
+#include "collectives/task.h"
+#include "topo/hierarchy.h"
+
+namespace ibcoll::collectives {
+
+// Members of one subgroup, as channel peers, and this member's index among them (-1: not one).
+struct Subgroup {
+  std::vector<int> peers;
+  int rank = -1;
+  bool has_me() const { return rank >= 0; }
+  int size() const { return static_cast<int>(peers.size()); }
+};
+
+class NodeLayout {
+ public:
+  // `members`: the communicator's channel peers; this process is member `rank`. `node_slots`:
+  // the slot region shared by this node's members, when there is one.
+  NodeLayout(transport::Channel& channel, const topo::Hierarchy& hierarchy,
+             std::span<const int> members, int rank, std::optional<SlotGroup> node_slots);
+
+  const topo::Hierarchy& hierarchy() const { return hierarchy_; }
+  const Subgroup& node() const { return node_; }
+  const Subgroup& leaders() const { return leaders_; }  // each node's lowest member
+  const Subgroup& rail() const { return rail_; }        // empty past the first rails()
+  // Members the smallest node holds: the slices a rail allreduce splits a vector into.
+  int rails() const { return rails_; }
+  // The leaders for a bcast from member `root`: on root's node root itself, else the lowest.
+  Subgroup leaders_for_root(int root) const;
+  // The communicator sequence numbers (tags) one hierarchical call takes: one per flat call
+  // it runs at once or in turn, so none of them shares a tag.
+  int sequences_per_call() const { return 2 + rails_; }
+
+  // A flat call of `collective` on `group`, under sequence offset `offset` of the call with
+  // tag `base_tag`: its algorithm from the selection table for the group's size, in the
+  // node's slots when `group` is this node and `may_use_slots` (taking a turn there).
+  std::unique_ptr<CollectiveTask> flat_call(Collective collective, const Subgroup& group,
+                                            const CollectiveArgs& args, uint64_t base_tag,
+                                            int offset, bool may_use_slots = true);
+  // The node's slot region failed in an earlier call, if it did: the communicator is unusable.
+  const Status* slot_failure() const {
+    return node_slots_ && !node_slots_->failure.ok() ? &node_slots_->failure : nullptr;
+  }
+
+ private:
+  transport::Channel& channel_;
+  topo::Hierarchy hierarchy_;
+  std::vector<int> members_;  // channel peers
+  int rank_;
+  Subgroup node_, leaders_, rail_;
+  int rails_ = 1;
+  std::optional<SlotGroup> node_slots_;
+};
+
+}  // namespace ibcoll::collectives
