@@ -13,6 +13,7 @@
 #include "collectives/bcast/chain.h"
 #include "collectives/bcast/doubling.h"
 #include "collectives/bcast/hierarchical.h"
+#include "collectives/bcast/rails.h"
 #include "collectives/bcast/scatter_allgather.h"
 #include "collectives/bcast/slots.h"
 #include "collectives/tags.h"
@@ -96,6 +97,12 @@ const Algorithm kAlgorithms[] = {
      .name = "hierarchical",
      .description = "across nodes: the root and other nodes' leaders, then each node (any size)",
      .make = make_hierarchical_bcast,
+     .across_nodes = true},
+    {.collective = Collective::bcast,
+     .name = "rails",
+     .description = "across nodes: the root's node, slice i to other nodes by local rank i, "
+                    "node allgather (large)",
+     .make = make_rails_bcast,
      .across_nodes = true},
 };
 

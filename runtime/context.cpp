@@ -174,6 +174,18 @@ const char* Context::transport_to(int rank) const {
   return c == shm_.get() ? "shm" : "verbs";
 }
 
+Context::Counters Context::counters() const {
+  Counters c;
+  if (shm_) c.shm_sent = channel_->sent_through(*shm_);
+#ifdef IBCOLL_HAVE_VERBS
+  if (verbs_) {
+    c.verbs_sent = channel_->sent_through(*verbs_);
+    c.verbs_connections = verbs_->counters().connections;
+  }
+#endif
+  return c;
+}
+
 std::unique_ptr<Request> Context::start(Communicator& communicator, Collective collective,
                                         const collectives::CollectiveArgs& args, uint64_t extra) {
   return std::make_unique<Request>(*this, communicator.start(collective, args, extra));

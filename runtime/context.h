@@ -57,6 +57,12 @@ class Context {
   collectives::Communicator& world() { return *world_; }
   // "shm", "verbs" or "self": how this process reaches `rank` of the job.
   const char* transport_to(int rank) const;
+  struct Counters {
+    uint64_t verbs_connections = 0;
+    transport::RoutedChannel::Traffic verbs_sent, shm_sent;
+  };
+  // What the transports have done since the start (ibcoll_get_counters).
+  Counters counters() const;
 
   // Collective over `parent`: members with the same color (≥ 0) form a communicator, ordered
   // by key, then parent rank. Null for a negative color.

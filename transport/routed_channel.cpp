@@ -7,7 +7,10 @@
 namespace ibcoll::transport {
 
 RoutedChannel::RoutedChannel(int rank, std::vector<Route> routes, std::vector<Channel*> channels)
-    : rank_(rank), routes_(std::move(routes)), channels_(std::move(channels)) {
+    : rank_(rank),
+      routes_(std::move(routes)),
+      channels_(std::move(channels)),
+      sent_(channels_.size()) {
   max_message_size_ = std::numeric_limits<size_t>::max();
   for (const Channel* c : channels_)
     max_message_size_ = std::min(max_message_size_, c->max_message_size());
@@ -15,6 +18,8 @@ RoutedChannel::RoutedChannel(int rank, std::vector<Route> routes, std::vector<Ch
     if (static_cast<int>(r) != rank_ && !routes_[r].channel) {
       throw Error(Code::internal, "no transport reaches rank " + std::to_string(r));
     }
+    const auto c = std::find(channels_.begin(), channels_.end(), routes_[r].channel);
+    routes_[r].transport = static_cast<uint8_t>(c == channels_.end() ? 0 : c - channels_.begin());
   }
   for (Channel* c : channels_)
     c->observe(this);
@@ -53,7 +58,15 @@ void RoutedChannel::send(int peer, uint64_t tag, const void* buffer, size_t leng
                          Completion done) {
   check_send(peer, buffer, length, done);
   const Route& route = routes_[static_cast<size_t>(peer)];
+  Traffic& sent = sent_[route.transport];
+  ++sent.messages;
+  sent.bytes += length;
   route.channel->send(route.peer, tag, buffer, length, std::move(done));
+}
+
+RoutedChannel::Traffic RoutedChannel::sent_through(const Channel& channel) const {
+  const auto c = std::find(channels_.begin(), channels_.end(), &channel);
+  return c == channels_.end() ? Traffic{} : sent_[static_cast<size_t>(c - channels_.begin())];
 }
 
 void RoutedChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {

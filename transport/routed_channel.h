@@ -25,6 +25,10 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   struct Route {
     Channel* channel = nullptr;  // null for this process itself
     int peer = -1;
+    uint8_t transport = 0;  // set here: the index of `channel` in the channels
+  };
+  struct Traffic {
+    uint64_t messages = 0, bytes = 0;
   };
 
   // `routes` has one entry per rank of the job; `channels` are the distinct transports, which
@@ -50,6 +54,8 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   bool any_rank_gone() const { return !gone_.empty(); }
   // The transport that reaches `peer` (for reports: "shm" or "verbs" by the caller's naming).
   const Channel* channel_of(int peer) const { return routes_[static_cast<size_t>(peer)].channel; }
+  // What was sent through `channel` (one of the transports) since the start.
+  Traffic sent_through(const Channel& channel) const;
 
  private:
   // Channel::Observer
@@ -62,6 +68,7 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   int rank_;
   std::vector<Route> routes_;
   std::vector<Channel*> channels_;
+  std::vector<Traffic> sent_;  // per transport
   size_t max_message_size_ = 0;
   std::unordered_map<int, Status> gone_;            // ranks known gone, and why
   std::vector<std::pair<uint32_t, Code>> to_tell_;  // told from poll(), outside the transports

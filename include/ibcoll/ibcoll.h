@@ -16,6 +16,7 @@
 #define IBCOLL_IBCOLL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -166,6 +167,16 @@ const char* ibcoll_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
                              ibcoll_datatype_t type);
 /* "shm", "verbs" or "self": the transport between this process and `rank` of `comm`. */
 const char* ibcoll_transport(ibcoll_comm_t comm, int rank);
+/* What this process's transports have done since ibcoll_init: which carried the collectives'
+ * messages, and how many peers verbs connected to (connections are made on demand, so they
+ * follow the algorithms: with hierarchical ones, a rank connects only to its leaders' and
+ * rails' partners on other nodes, and to those of the call check). */
+typedef struct {
+  uint64_t verbs_connections; /* RC connections made with other processes */
+  uint64_t verbs_messages_sent, verbs_bytes_sent;
+  uint64_t shm_messages_sent, shm_bytes_sent;
+} ibcoll_counters_t;
+ibcoll_status_t ibcoll_get_counters(ibcoll_context_t context, ibcoll_counters_t* counters);
 /* The ranks of `comm` in the order ring and chain algorithms pass data (node by node, the
  * ranks of one package together): `order` gets ibcoll_comm_size() entries. */
 ibcoll_status_t ibcoll_ring_order(ibcoll_comm_t comm, int* order);

@@ -438,6 +438,17 @@ const char* ibcoll_transport(ibcoll_comm_t comm, int rank) {
   return status == IBCOLL_SUCCESS ? name : nullptr;
 }
 
+ibcoll_status_t ibcoll_get_counters(ibcoll_context_t context, ibcoll_counters_t* counters) {
+  return guarded([&] {
+    require(context, "context");
+    require(counters, "counters");
+    const ibcoll::runtime::Context::Counters c = context->context->counters();
+    *counters = {c.verbs_connections, c.verbs_sent.messages, c.verbs_sent.bytes,
+                 c.shm_sent.messages, c.shm_sent.bytes};
+    return Status();
+  });
+}
+
 ibcoll_status_t ibcoll_ring_order(ibcoll_comm_t comm, int* order) {
   return guarded([&] {
     require(comm, "comm");
