@@ -18,7 +18,6 @@ Communicator::Communicator(transport::Channel& channel, std::vector<int> members
       id_(id),
       policy_(std::move(policy)),
       slots_(std::move(slots)),
-      nodes_(static_cast<int>(hierarchy.nodes().size())),
       max_message_size_(channel_.max_message_size()) {
   if (hierarchy.spans_nodes()) {
     layout_ =
@@ -53,7 +52,8 @@ std::vector<int> Communicator::ring_order() const {
 const Algorithm& Communicator::choose(Collective collective, size_t count, DataType type) const {
   const std::string& forced =
       collective == Collective::allreduce ? policy_.allreduce_algorithm : policy_.bcast_algorithm;
-  return select_algorithm(collective, count * type_size(type), {size(), slots_.has_value(), nodes_},
+  const int nodes = layout_ ? static_cast<int>(layout_->hierarchy().nodes().size()) : 1;
+  return select_algorithm(collective, count * type_size(type), {size(), slots_.has_value(), nodes},
                           forced);
 }
 

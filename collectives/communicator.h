@@ -77,8 +77,7 @@ class Communicator {
   uint16_t id_;
   Policy policy_;
   std::optional<SlotGroup> slots_;
-  int nodes_;                           // the members run on
-  std::unique_ptr<NodeLayout> layout_;  // when nodes_ > 1
+  std::unique_ptr<NodeLayout> layout_;  // when the members span nodes
   size_t max_message_size_;             // the channel's, asked once
   uint64_t next_sequence_ = 1;
   // Per collective, the last call's size and algorithm: calls in a loop choose once, and a

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "collectives/partition.h"
 #include "collectives/select.h"
 #include "collectives/tags.h"
 
@@ -22,11 +23,7 @@ Subgroup subgroup_of(const std::vector<int>& member_indices, std::span<const int
 
 NodeLayout::NodeLayout(transport::Channel& channel, const topo::Hierarchy& hierarchy,
                        std::span<const int> members, int rank, std::optional<SlotGroup> node_slots)
-    : channel_(channel),
-      hierarchy_(hierarchy),
-      members_(members.begin(), members.end()),
-      rank_(rank),
-      node_slots_(std::move(node_slots)) {
+    : channel_(channel), hierarchy_(hierarchy), rank_(rank), node_slots_(std::move(node_slots)) {
   const auto& nodes = hierarchy_.nodes();
   node_ = subgroup_of(nodes[static_cast<size_t>(hierarchy_.node_index(rank))], members, rank);
   leaders_ = subgroup_of(hierarchy_.leaders(), members, rank);
@@ -39,10 +36,10 @@ NodeLayout::NodeLayout(transport::Channel& channel, const topo::Hierarchy& hiera
   if (node_.size() < 2) node_slots_.reset();  // nobody to share them with
 }
 
-Subgroup NodeLayout::leaders_for_root(int root) const {
+Subgroup NodeLayout::leaders_for_root(int root, int root_peer) const {
   Subgroup group = leaders_;
   const int root_node = hierarchy_.node_index(root);
-  group.peers[static_cast<size_t>(root_node)] = members_[static_cast<size_t>(root)];
+  group.peers[static_cast<size_t>(root_node)] = root_peer;
   if (hierarchy_.node_index(rank_) == root_node) group.rank = rank_ == root ? root_node : -1;
   return group;
 }
@@ -56,6 +53,29 @@ std::unique_ptr<CollectiveTask> NodeLayout::flat_call(Collective collective, con
   Group flat{channel_, group.rank, group.peers, slots, 0};
   if (algorithm.uses_slots) flat.slot_sequence = slots->next_sequence++;
   return algorithm.make(flat, args, base_tag + static_cast<uint64_t>(offset) * kStepsPerCall);
+}
+
+CollectiveArgs NodeLayout::slice(const CollectiveArgs& args, int rail) const {
+  const Span span = part(args.count, static_cast<size_t>(rails_), static_cast<size_t>(rail));
+  const size_t offset = span.begin * type_size(args.type);
+  CollectiveArgs narrowed = args;
+  narrowed.count = span.count;
+  narrowed.recv = static_cast<std::byte*>(args.recv) + offset;
+  if (args.send) narrowed.send = static_cast<const std::byte*>(args.send) + offset;
+  return narrowed;
+}
+
+std::vector<std::unique_ptr<CollectiveTask>> NodeLayout::node_allgather(const CollectiveArgs& args,
+                                                                        uint64_t base_tag,
+                                                                        int first_offset) {
+  std::vector<std::unique_ptr<CollectiveTask>> calls;
+  for (int rail = 0; rail < rails_; ++rail) {
+    CollectiveArgs piece = slice(args, rail);
+    piece.root = rail;
+    calls.push_back(
+        flat_call(Collective::bcast, node_, piece, base_tag, first_offset + rail, false));
+  }
+  return calls;
 }
 
 }  // namespace ibcoll::collectives

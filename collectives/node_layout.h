@@ -37,8 +37,9 @@ class NodeLayout {
   const Subgroup& rail() const { return rail_; }        // empty past the first rails()
   // Members the smallest node holds: the slices a rail allreduce splits a vector into.
   int rails() const { return rails_; }
-  // The leaders for a bcast from member `root`: on root's node root itself, else the lowest.
-  Subgroup leaders_for_root(int root) const;
+  // The leaders for a bcast from member `root` (channel peer `root_peer`): on root's node root
+  // itself, else the lowest.
+  Subgroup leaders_for_root(int root, int root_peer) const;
   // The communicator sequence numbers (tags) one hierarchical call takes: one per flat call
   // it runs at once or in turn, so none of them shares a tag.
   int sequences_per_call() const { return 2 + rails_; }
@@ -49,6 +50,13 @@ class NodeLayout {
   std::unique_ptr<CollectiveTask> flat_call(Collective collective, const Subgroup& group,
                                             const CollectiveArgs& args, uint64_t base_tag,
                                             int offset, bool may_use_slots = true);
+  // `args` narrowed to slice `rail` of rails() (send too, when there is one).
+  CollectiveArgs slice(const CollectiveArgs& args, int rail) const;
+  // The node's allgather of the slices of args.recv, to add as one stage: slice i broadcast
+  // from local index i, all at once under offsets first_offset.., by messages (a slot turn
+  // would wait for the one before it).
+  std::vector<std::unique_ptr<CollectiveTask>> node_allgather(const CollectiveArgs& args,
+                                                              uint64_t base_tag, int first_offset);
   // The node's slot region failed in an earlier call, if it did: the communicator is unusable.
   const Status* slot_failure() const {
     return node_slots_ && !node_slots_->failure.ok() ? &node_slots_->failure : nullptr;
@@ -57,7 +65,6 @@ class NodeLayout {
  private:
   transport::Channel& channel_;
   topo::Hierarchy hierarchy_;
-  std::vector<int> members_;  // channel peers
   int rank_;
   Subgroup node_, leaders_, rail_;
   int rails_ = 1;

@@ -9,7 +9,8 @@ std::unique_ptr<CollectiveTask> make_hierarchical_bcast(Group group, CollectiveA
   NodeLayout& layout = *group.layout;
   const topo::Hierarchy& hierarchy = layout.hierarchy();
   auto schedule = std::make_unique<ScheduleTask>(group, args, base_tag);
-  const Subgroup& leaders = schedule->keep(layout.leaders_for_root(args.root));
+  const Subgroup& leaders = schedule->keep(
+      layout.leaders_for_root(args.root, group.peers[static_cast<size_t>(args.root)]));
   const bool roots_node = hierarchy.node_index(group.rank) == hierarchy.node_index(args.root);
   if (leaders.has_me()) {
     CollectiveArgs across = args;
