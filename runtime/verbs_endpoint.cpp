@@ -24,6 +24,7 @@ std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job,
   std::unique_ptr<transport::verbs::VerbsChannel> channel;
   transport::verbs::Options options = job.config().verbs;
   options.xrc_domain_file = xrc_domain_file(job.config(), job.launch().secret);
+  options.why_gone = [&bootstrap = job.bootstrap()](int peer) { return bootstrap.why_gone(peer); };
   const auto gathered = exchange_set_up(job.bootstrap(), "verbs-address", [&] {
     if (options.device.empty()) {
       const topo::CpuSet cpus = placement.cpus_in_topology();

@@ -20,6 +20,12 @@ class Bootstrap {
   // Some rank of the job is gone (its node may be down, its connections silent for good):
   // this rank leaves without waiting on anyone at the end, not even to hang up.
   virtual void leave_without_everyone() {}
+  // Why rank `rank` is known to have left the job (its process ended without finalizing), or
+  // empty if it is not known to have (a bootstrap that cannot tell always says so).
+  virtual std::string why_gone(int rank) {
+    (void)rank;
+    return {};
+  }
 };
 
 }  // namespace ibcoll::runtime

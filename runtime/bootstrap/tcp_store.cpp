@@ -22,8 +22,13 @@
 namespace ibcoll::runtime {
 namespace {
 
-// Frames: u32 length of what follows, then a one-byte op and its body.
-constexpr char kHello = 'H', kAccepted = 'A', kRejected = 'R', kSet = 'S', kGet = 'G', kValue = 'V';
+// Frames: u32 length of what follows, then a one-byte op and its body. After the hello, a rank
+// says which it is (kIdentify, u32 rank) and, leaving in order, says goodbye (kBye); a rank
+// whose connection ends without one is lost, and a get that can no longer be answered then
+// gets kLost (why) instead of a value. kAskGone (u32 rank) gets a value: why that rank is lost,
+// or empty.
+constexpr char kHello = 'H', kAccepted = 'A', kRejected = 'R', kSet = 'S', kGet = 'G', kValue = 'V',
+               kIdentify = 'I', kBye = 'B', kLost = 'L', kAskGone = 'Q';
 constexpr uint32_t kMaxFrame = 64u << 20;
 // Before a client has presented the secret: the only frame it may send (a hello, whose secret
 // is short) and how long it may take, so a stranger can make the server hold neither memory
@@ -66,6 +71,16 @@ bool wait_for(int fd, short events, const Deadline& deadline) {
     if (ready < 0 && errno != EINTR) throw_errno("bootstrap: poll", errno);
   }
   return false;
+}
+
+// A client whose node dies sends no FIN: the kernel's keepalive probes find it (in about 11 s),
+// and the server loses its rank as one that exited.
+void probe_when_idle(int fd) {
+  const int on = 1, idle_s = 5, interval_s = 2, probes = 3;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
 }
 
 void set_nonblocking(int fd) {
@@ -172,6 +187,8 @@ class TcpStore::Server {
     Clock::time_point arrived;
     std::string in, out;  // received and not yet handled; to send, not yet taken by the socket
     bool authenticated = false;
+    int rank = -1;  // once identified
+    bool said_bye = false;
   };
 
   void run() {
@@ -206,6 +223,7 @@ class TcpStore::Server {
   void accept_client() {
     const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
+    probe_when_idle(fd);
     const size_t strangers = static_cast<size_t>(std::count_if(
         clients_.begin(), clients_.end(), [](const Client& c) { return !c.authenticated; }));
     if (strangers >= kMaxStrangers) {  // the oldest stranger makes room
@@ -220,11 +238,34 @@ class TcpStore::Server {
   }
 
   void drop(size_t i) {
-    const int fd = clients_[i].fd;
+    const Client& c = clients_[i];
+    const int fd = c.fd;
     for (auto& [key, fds] : waiters_)
       std::erase(fds, fd);
+    if (c.rank >= 0 && !c.said_bye) lose(c.rank);
     ::close(fd);
     clients_.erase(clients_.begin() + static_cast<long>(i));
+  }
+
+  // A rank's connection ended without a goodbye (it exited or crashed without finalizing): no
+  // waiter's key can be expected any more (every wait is part of a whole job's exchange), so
+  // every waiter learns why now rather than at its deadline.
+  void lose(int rank) {
+    const std::string why = "bootstrap: rank " + std::to_string(rank) +
+                            " left the job without finalizing (its connection to the TCP store "
+                            "ended)";
+    IBCOLL_LOG(warn, why);
+    gone_.emplace(rank, why);
+    if (!lost_.empty()) return;  // the waiters know already
+    lost_ = why;
+    for (auto& [key, fds] : waiters_) {
+      for (int fd : fds) {
+        auto waiter = std::find_if(clients_.begin(), clients_.end(),
+                                   [&](const Client& w) { return w.fd == fd; });
+        if (waiter != clients_.end()) waiter->out += frame(kLost, lost_ + ", awaiting " + key);
+      }
+    }
+    waiters_.clear();
   }
 
   // Queues a frame for `c` and sends what its socket takes now; false if it reads too little.
@@ -277,9 +318,23 @@ class TcpStore::Server {
         } else if (op == kGet) {
           if (auto it = values_.find(body); it != values_.end()) {
             if (!reply(c, kValue, it->second)) return false;
+          } else if (!lost_.empty()) {
+            if (!reply(c, kLost, lost_ + ", awaiting " + body)) return false;
           } else {
             waiters_[body].push_back(c.fd);
           }
+        } else if (op == kIdentify && body.size() == 4 && c.rank < 0) {
+          uint32_t rank;
+          std::memcpy(&rank, body.data(), 4);
+          if (rank >= static_cast<uint32_t>(size_)) return false;
+          c.rank = static_cast<int>(rank);
+        } else if (op == kAskGone && body.size() == 4) {
+          uint32_t rank;
+          std::memcpy(&rank, body.data(), 4);
+          const auto it = gone_.find(static_cast<int>(rank));
+          if (!reply(c, kValue, it == gone_.end() ? "" : it->second)) return false;
+        } else if (op == kBye) {
+          c.said_bye = true;
         } else {
           return false;
         }
@@ -301,6 +356,8 @@ class TcpStore::Server {
   std::vector<Client> clients_;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::vector<int>> waiters_;
+  std::string lost_;                 // why gets of missing keys fail, once a rank is lost
+  std::map<int, std::string> gone_;  // the ranks lost, and why
   std::thread thread_;
 };
 
@@ -342,6 +399,8 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
   try {
     request(kHello, secret);
     reply();
+    const auto me = static_cast<uint32_t>(rank);
+    request(kIdentify, std::string(reinterpret_cast<const char*>(&me), 4));
   } catch (...) {
     ::close(fd_);
     throw;
@@ -353,7 +412,14 @@ void TcpStore::leave_without_everyone() {
 }
 
 TcpStore::~TcpStore() {
-  if (fd_ >= 0) ::close(fd_);
+  if (!broken_) {  // leaving in order; best effort: a full socket loses only the goodbye
+    const std::string bye = frame(kBye, "");
+    try {
+      send_some(fd_, bye.data(), bye.size());
+    } catch (const Error&) {  // the store is gone already: nobody to tell
+    }
+  }
+  ::close(fd_);
   server_.reset();  // serves until every rank has joined and hung up (or the timeout passes)
 }
 
@@ -374,15 +440,16 @@ void TcpStore::request(char op, const std::string& body) {
   }
 }
 
-std::string TcpStore::reply() {
-  const Deadline deadline(timeout_);
+std::string TcpStore::reply(std::chrono::milliseconds wait) {
+  const Deadline deadline(wait);
   char op;
   std::string body;
   while (!take_frame(in_, op, body)) {
     if (!wait_for(fd_, POLLIN, deadline)) {
       broken_ = true;  // a late answer would be taken for the next request's
       throw Error(Code::timeout, "bootstrap: the TCP store did not answer within " +
-                                     std::to_string(timeout_.count()) + " ms (IBCOLL_TIMEOUT)");
+                                     std::to_string(wait.count()) + " ms" +
+                                     (wait == timeout_ ? " (IBCOLL_TIMEOUT)" : ""));
     }
     char chunk[4096];
     const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), MSG_DONTWAIT);
@@ -396,6 +463,7 @@ std::string TcpStore::reply() {
     throw Error(Code::peer_failed,
                 "bootstrap: the TCP store rejected this process (wrong IBCOLL_JOB_SECRET?)");
   }
+  if (op == kLost) throw Error(Code::peer_failed, body);
   return body;
 }
 
@@ -409,6 +477,20 @@ void TcpStore::set(const std::string& key, const std::string& value) {
 std::string TcpStore::get(const std::string& key) {
   request(kGet, key);
   return reply();
+}
+
+std::string TcpStore::why_gone(int rank) {
+  // A liveness question, asked from the progress engine: a store that does not answer soon
+  // cannot help, and the caller goes on waiting.
+  constexpr std::chrono::milliseconds kAnswerWithin{5000};
+  try {
+    const auto r = static_cast<uint32_t>(rank);
+    request(kAskGone, std::string(reinterpret_cast<const char*>(&r), 4));
+    return reply(std::min(timeout_, kAnswerWithin));
+  } catch (const Error& e) {
+    IBCOLL_LOG(debug, "bootstrap: cannot ask whether rank " << rank << " is gone: " << e.what());
+    return {};
+  }
 }
 
 std::vector<std::string> TcpStore::allgather(const std::string& name, const std::string& mine) {

@@ -1,7 +1,9 @@
 // TcpStore: the out-of-band key-value store that lets N processes swap addresses. Rank 0 serves
 // it on host:port from a background thread; every rank (rank 0 too) connects as a client and
 // must first present the job's secret, so a stranger on the network cannot join or read.
-// get() waits for a key until the deadline; allgather and barrier are built on set/get.
+// get() waits for a key until the deadline, or fails at once once a rank has left the job
+// without finalizing (its connection ended without a goodbye); allgather and barrier are built
+// on set/get.
 #pragma once
 
 #include <chrono>
@@ -27,6 +29,8 @@ class TcpStore final : public Bootstrap {
   std::string get(const std::string& key);
   std::vector<std::string> allgather(const std::string& name, const std::string& mine) override;
   void leave_without_everyone() override;
+  // Asks the store, waiting for its answer a few seconds at most.
+  std::string why_gone(int rank) override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -34,7 +38,8 @@ class TcpStore final : public Bootstrap {
  private:
   class Server;
   void request(char op, const std::string& body);
-  std::string reply();
+  std::string reply(std::chrono::milliseconds wait);
+  std::string reply() { return reply(timeout_); }
 
   int rank_, size_;
   std::chrono::milliseconds timeout_;

@@ -184,5 +184,38 @@ TEST(VerbsCollectives, ADeadRankIsKnownToRanksThatNeverTalkedToIt) {
   EXPECT_TRUE(exits[0].ok() && exits[1].ok() && exits[2].ok()) << describe(exits);
 }
 
+// A rank exits without finalizing before anyone has talked to it. Rank 0's first call needs a
+// connection to it, and its handshake goes unanswered (by datagram: nothing fails on the wire),
+// as a busy peer's would; after a keepalive's silence, rank 0 asks the bootstrap, which saw the
+// rank's connection end without a goodbye, and the call fails naming rank 1, where it used to
+// wait out its deadline (here 60 s). Its finalize does not wait for rank 1 either.
+TEST(VerbsCollectives, AHandshakeWithARankThatExitedFailsInSeconds) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_TRANSPORT", "verbs"}, {"IBCOLL_TIMEOUT", "60s"}};
+  const auto exits = run_ranks(
+      2,
+      [](int me, int) {
+        const auto start = std::chrono::steady_clock::now();
+        {
+          CapiRank r;
+          if (me == 1) _exit(0);  // no ibcoll_finalize
+          double x = 1.0;
+          const ibcoll_status_t s =
+              ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_FLOAT64, IBCOLL_SUM, r.world());
+          RANK_CHECK(s == IBCOLL_ERR_PEER_FAILED && std::strstr(ibcoll_last_error(), "rank 1"),
+                     std::string(ibcoll_status_name(s)) + ": " + ibcoll_last_error());
+        }
+        const auto took = std::chrono::steady_clock::now() - start;
+        RANK_CHECK(
+            took < std::chrono::seconds(30),
+            "the call and finalize took " +
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(took).count()) +
+                " s");
+        return 0;
+      },
+      options);
+  EXPECT_TRUE(exits[0].ok()) << describe(exits);
+}
+
 }  // namespace
 }  // namespace ibcoll::testing

@@ -189,6 +189,31 @@ TEST(TcpStore, AStalledClientStallsNobody) {
     EXPECT_TRUE(e.ok()) << describe(exits);
 }
 
+// A rank that exits without finalizing (no goodbye on its connection to the store): the ranks
+// waiting in an exchange it will never join fail at once, naming it, instead of at the
+// deadline (60 s here); gets of values set before still succeed.
+TEST(TcpStore, ARankThatExitsWithoutFinalizingFailsTheWaiters) {
+  auto exits = run_ranks(3, [](int rank, int) {
+    TcpStore store = open_store(std::chrono::seconds(60));
+    store.barrier("everyone joined");
+    if (rank == 2) _exit(3);  // no destructor: no goodbye, as in a crash or a plain exit()
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      store.barrier("finalize");
+      RANK_CHECK(false, "the barrier passed without rank 2");
+    } catch (const Error& e) {
+      RANK_CHECK(e.status().code() == Code::peer_failed, e.what());
+      RANK_CHECK(std::string(e.what()).find("rank 2 left the job") != std::string::npos, e.what());
+    }
+    RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10),
+               "the waiters learned of it only at the deadline");
+    RANK_CHECK(store.get("everyone joined/2").empty(), "a value set before the loss");
+    return 0;
+  });
+  ASSERT_EQ(exits.size(), 3u);
+  EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+}
+
 // Signals arriving while a client waits for the store (a profiler's timer, say) do not make it
 // wait without a deadline: the get still ends at the timeout.
 TEST(TcpStore, AWaitInterruptedBySignalsStillTimesOut) {

@@ -50,6 +50,8 @@ class ConnectionManager {
     // The peer's QP can receive. `announce`: tell it ours can too (send a `ready` message).
     virtual void on_connected(int peer, bool announce) = 0;
     virtual void on_connect_failed(int peer, const Status& status) = 0;
+    // The peer's process is known gone (Options::why_gone): fail it as a dead peer.
+    virtual void on_peer_gone(int peer, const Status& status) = 0;
   };
 
   struct Stats {

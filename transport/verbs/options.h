@@ -5,12 +5,17 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace ibcoll::transport::verbs {
 
 enum class XrcMode { automatic, on, off };
 enum class ConnectMode { ud, rdmacm };
+
+// Keepalive intervals a peer may stay silent (a probe unacknowledged, a handshake unanswered)
+// before it is judged.
+constexpr int kUnansweredProbes = 4;
 
 struct Options {
   std::string device;  // "name" or "name:port"; empty: the first device with an active port
@@ -28,6 +33,10 @@ struct Options {
   std::chrono::milliseconds keepalive{1000};       // probe a quiet peer we wait on
   bool event_channel = false;   // create a completion channel (IBCOLL_WAIT=event)
   std::string xrc_domain_file;  // the job's, shared by its processes on a node (xrc_domain.h)
+  // Why a peer is known gone (its process ended), or empty; asked now and then about a peer
+  // whose handshake goes unanswered, which a busy peer cannot tell from a dead one. Set by the
+  // runtime from what its bootstrap knows; unset, such a peer is waited for.
+  std::function<std::string(int peer)> why_gone;
 };
 
 const char* xrc_mode_name(XrcMode mode);

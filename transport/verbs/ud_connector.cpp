@@ -164,6 +164,17 @@ void UdConnector::tick(Clock::time_point now) {
       ++stats_.handshake_retries;
       send_handshake(peer, wire::Type::handshake_request);
     }
+    // Silent as long as a keepalive would fail a connected peer: is it known gone?
+    const auto silence = kUnansweredProbes * setup_.options.keepalive;
+    if (setup_.options.why_gone && waited >= silence && now - l.last_asked >= silence) {
+      l.last_asked = now;
+      if (const std::string why = setup_.options.why_gone(peer); !why.empty()) {
+        listener_.on_peer_gone(
+            peer,
+            Status(Code::peer_failed, "peer " + std::to_string(peer) +
+                                          " never answered the connection handshake: " + why));
+      }
+    }
   }
 }
 

@@ -48,7 +48,7 @@ class UdConnector final : public ConnectionManager {
     uint32_t remote_qp_num = 0;
     uint64_t remote_incarnation = 0;
     uint32_t granted_credits = 0;
-    Clock::time_point started{}, last_request{};
+    Clock::time_point started{}, last_request{}, last_asked{};
     bool said_slow = false;  // the log said once that it takes longer than IBCOLL_TIMEOUT
   };
 

@@ -21,7 +21,6 @@ constexpr uint32_t kQkey = 0x1bc0c011;
 constexpr int kPollBatch = 32;
 constexpr auto kTickInterval = std::chrono::milliseconds(1);
 constexpr uint32_t kPollsPerClockRead = 64;
-constexpr int kUnansweredProbes = 4;  // keepalive intervals a probe may stay unacknowledged
 
 }  // namespace
 

@@ -197,6 +197,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // ConnectionManager::Listener
   void on_connected(int peer, bool announce) override;
   void on_connect_failed(int peer, const Status& status) override { fail_peer(peer, status); }
+  void on_peer_gone(int peer, const Status& status) override { fail_peer(peer, status, true); }
 
   void ensure_connected(int peer);
   void handle(const ibv_wc& wc);
