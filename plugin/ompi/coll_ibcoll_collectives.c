@@ -179,11 +179,18 @@ int mca_coll_ibcoll_outcome(ibcoll_status_t status, const char* call, ompi_commu
 }
 
 /* Counts a call that goes its way, and says so at verbosity 10. */
+/* Counts the call and, at verbosity 10, logs who ran it: "fallback", "ibcoll", or for a call
+ * ibcoll runs now on `ic`, "ibcoll (ALGORITHM)" (the one it chose). */
 static void note(const char* call, bool ibcoll, unsigned long* counter, ompi_communicator_t* comm,
-                 int count) {
+                 int count, ibcoll_comm_t ic, const mca_coll_ibcoll_call_t* c) {
   mca_coll_ibcoll_count(ibcoll ? counter : &mca_coll_ibcoll_component.counters.fallback, 1);
-  opal_output_verbose(10, mca_coll_ibcoll_component.output, "coll:ibcoll: %s of %d on %s: %s", call,
-                      count, comm->c_name, ibcoll ? "ibcoll" : "fallback");
+  if (mca_coll_ibcoll_component.verbose < 10) return;
+  const char* algorithm = ic ? ibcoll_algorithm(ic, c->bcast ? IBCOLL_BCAST : IBCOLL_ALLREDUCE,
+                                                c->count, c->bcast ? IBCOLL_UINT8 : c->type)
+                             : NULL;
+  opal_output_verbose(10, mca_coll_ibcoll_component.output, "coll:ibcoll: %s of %d on %s: %s%s%s%s",
+                      call, count, comm->c_name, ibcoll ? "ibcoll" : "fallback",
+                      algorithm ? " (" : "", algorithm ? algorithm : "", algorithm ? ")" : "");
 }
 
 /* ---- blocking -------------------------------------------------------------------------------- */
@@ -210,7 +217,8 @@ int mca_coll_ibcoll_allreduce(const void* sbuf, void* rbuf, int count,
   mca_coll_ibcoll_call_t c;
   ibcoll_comm_t ic =
       take_allreduce(sbuf, rbuf, count, dtype, op, &c) ? comm_for_blocking_call(m) : NULL;
-  note("MPI_Allreduce", ic != NULL, &mca_coll_ibcoll_component.counters.allreduce, comm, count);
+  note("MPI_Allreduce", ic != NULL, &mca_coll_ibcoll_component.counters.allreduce, comm, count, ic,
+       &c);
   if (!ic) {
     return m->previous_allreduce(sbuf, rbuf, count, dtype, op, comm, m->previous_allreduce_module);
   }
@@ -224,7 +232,7 @@ int mca_coll_ibcoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, i
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
   mca_coll_ibcoll_call_t c;
   ibcoll_comm_t ic = take_bcast(buf, count, dtype, root, &c) ? comm_for_blocking_call(m) : NULL;
-  note("MPI_Bcast", ic != NULL, &mca_coll_ibcoll_component.counters.bcast, comm, count);
+  note("MPI_Bcast", ic != NULL, &mca_coll_ibcoll_component.counters.bcast, comm, count, ic, &c);
   if (!ic) return m->previous_bcast(buf, count, dtype, root, comm, m->previous_bcast_module);
   const int rank = ompi_comm_rank(comm);
   ibcoll_status_t s = IBCOLL_ERR_SYSTEM;
@@ -247,7 +255,8 @@ static bool start_taken(mca_coll_ibcoll_module_t* m, mca_coll_ibcoll_call_t* c, 
   mca_coll_ibcoll_settle(m);
   const bool taken = m->mapping != IBCOLL_UNUSABLE;
   if (taken) {
-    note(name, true, counter, m->comm, c->mpi_count);
+    note(name, true, counter, m->comm, c->mpi_count,
+         m->mapping == IBCOLL_MAPPED ? m->ibcoll_comm : NULL, c);
     if (c->bcast && !lay_out_bcast(c, ompi_comm_rank(m->comm))) {
       *rc = MPI_ERR_NO_MEM;
     } else {
@@ -270,7 +279,7 @@ int mca_coll_ibcoll_iallreduce(const void* sbuf, void* rbuf, int count,
                   &rc)) {
     return rc;
   }
-  note("MPI_Iallreduce", false, NULL, comm, count);
+  note("MPI_Iallreduce", false, NULL, comm, count, NULL, NULL);
   return m->previous_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
                                 m->previous_iallreduce_module);
 }
@@ -285,6 +294,6 @@ int mca_coll_ibcoll_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, 
       start_taken(m, &c, "MPI_Ibcast", &mca_coll_ibcoll_component.counters.ibcast, request, &rc)) {
     return rc;
   }
-  note("MPI_Ibcast", false, NULL, comm, count);
+  note("MPI_Ibcast", false, NULL, comm, count, NULL, NULL);
   return m->previous_ibcast(buf, count, dtype, root, comm, request, m->previous_ibcast_module);
 }

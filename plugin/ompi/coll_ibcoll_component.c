@@ -54,7 +54,9 @@ static int ibcoll_register(void) {
                "Priority of coll/ibcoll: 0 or below offers no module; above 30 (tuned) it takes "
                "MPI_Allreduce/MPI_Bcast, above 10 (libnbc) MPI_Iallreduce/MPI_Ibcast",
                MCA_BASE_VAR_TYPE_INT, &c->priority);
-  register_var("verbose", "Verbosity: 1 prints what ibcoll ran at finalize, 10 every call",
+  register_var("verbose",
+               "Verbosity: 1 prints what ibcoll ran at finalize, 10 every call (with the algorithm "
+               "ibcoll chose)",
                MCA_BASE_VAR_TYPE_INT, &c->verbose);
   register_var("enable", "Offer coll/ibcoll at all", MCA_BASE_VAR_TYPE_BOOL, &c->enable);
   register_var("allreduce_max_bytes",
