@@ -53,7 +53,8 @@ const Algorithm& Communicator::choose(Collective collective, size_t count, DataT
   const std::string& forced =
       collective == Collective::allreduce ? policy_.allreduce_algorithm : policy_.bcast_algorithm;
   const int nodes = layout_ ? static_cast<int>(layout_->hierarchy().nodes().size()) : 1;
-  return select_algorithm(collective, count * type_size(type), {size(), slots_.has_value(), nodes},
+  return select_algorithm(collective, count * type_size(type),
+                          {size(), slots_.has_value(), nodes, policy_.check_calls && size() > 1},
                           forced);
 }
 

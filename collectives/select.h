@@ -11,8 +11,9 @@ namespace ibcoll::collectives {
 // What selection knows of a group: alike on every member.
 struct GroupShape {
   int ranks = 1;
-  bool slots = false;  // every member shares this node's slot region
-  int nodes = 1;       // the nodes its members run on
+  bool slots = false;    // every member shares this node's slot region
+  int nodes = 1;         // the nodes its members run on
+  bool checked = false;  // its calls run the call check (IBCOLL_CHECK_CALLS)
 };
 
 // The algorithm for `bytes` per rank on a group of `shape`: `forced` when it is not empty or

@@ -59,7 +59,8 @@ TEST(VerbsCollectives, EveryAlgorithmTwoToFourRanks) {
 
 // Ranks that name different nodes (IBCOLL_NODE) on one VM: shared memory inside each pretend
 // node, verbs between them, so the hierarchical algorithms run their node and network stages
-// for real; forced, and chosen by the table (small calls hierarchical, large ones rails). Layouts
+// for real; forced, and chosen by the table (checked calls up to 8 KiB flat, as the check is,
+// larger ones hierarchical, the largest rails). Layouts
 // with equal nodes, unequal ones, and a node of one.
 TEST(VerbsCollectives, HierarchicalAcrossPretendNodes) {
   const std::vector<std::vector<int>> layouts = {{2, 2}, {3, 1}, {1, 2, 2}};
@@ -88,9 +89,12 @@ TEST(VerbsCollectives, HierarchicalAcrossPretendNodes) {
                          "rank " + std::to_string(peer) + " is not reached by " + want);
             }
             if (allreduce == "auto") {
-              expect_algorithm(r.world(), IBCOLL_ALLREDUCE, 1000, IBCOLL_INT32, "hierarchical");
+              expect_algorithm(r.world(), IBCOLL_ALLREDUCE, 1000, IBCOLL_INT32,
+                               "recursive_doubling");
+              expect_algorithm(r.world(), IBCOLL_ALLREDUCE, 5000, IBCOLL_INT32, "hierarchical");
               expect_algorithm(r.world(), IBCOLL_ALLREDUCE, 1 << 20, IBCOLL_INT32, "rails");
-              expect_algorithm(r.world(), IBCOLL_BCAST, 1000, IBCOLL_UINT8, "hierarchical");
+              expect_algorithm(r.world(), IBCOLL_BCAST, 1000, IBCOLL_UINT8, "binomial");
+              expect_algorithm(r.world(), IBCOLL_BCAST, 20000, IBCOLL_UINT8, "hierarchical");
               expect_algorithm(r.world(), IBCOLL_BCAST, 1 << 20, IBCOLL_UINT8, "rails");
             }
             allreduce_sweep(r.world(), {DataType::int32, DataType::float64},
