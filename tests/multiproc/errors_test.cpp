@@ -383,12 +383,18 @@ TEST(Errors, RanksLeftWaitingTimeOut) {
                                    (std::string(slots) == "1" ? "slots" : "binomial") +
                                    ") on communicator 1 of 3 ranks: it waits for ";
           expect_error(s, IBCOLL_ERR_TIMEOUT, call, "the call named");
-          // Through the slots each waits for the root's publication; through messages, for its
-          // partner in the check's exchange (rank 1 waits for rank 0, rank 2 for rank 1).
+          // Through the slots each waits for the root's publication of the slot call; through
+          // messages, for its partner's message in a step of the check's exchange (rank 1 waits
+          // for rank 0, rank 2 for rank 1).
+          const std::string partner = std::to_string(me - 1);
           expect_error(s, IBCOLL_ERR_TIMEOUT,
                        std::string(slots) == "1" ? "rank 0 (pid"
-                                                 : "a message from rank " + std::to_string(me - 1),
+                                                 : "a message from rank " + partner +
+                                                       " (job rank " + partner + ") in step ",
                        "the rank awaited");
+          if (std::string(slots) == "1") {
+            expect_error(s, IBCOLL_ERR_TIMEOUT, "to publish slot call ", "the step awaited");
+          }
           return 0;
         },
         options));

@@ -331,43 +331,56 @@ TEST(ShmChannel, AWithdrawnRefusedRendezvousFailsItsReceive) {
       single_copy_from("1")));
 }
 
-// A peer that writes garbage into its ring (here a fragment announcing more bytes than a slot
-// holds): the receiver fails that peer, naming it and what was wrong, instead of copying past
-// the slot or its buffer, and the receive waiting on it fails. The segment is made here before
-// the ranks fork, so rank 0 can write into its ring by hand.
+// A peer that writes garbage into its ring: the receiver fails that peer, naming it and what was
+// wrong, instead of copying past the slot or its buffer or setting aside what a header claims,
+// and the receive waiting on it fails. One job per kind of garbage: a first fragment larger
+// than a slot, a message announcing more bytes than the largest message, a first fragment
+// larger than its message, a continued fragment with no message under way, a kind that does
+// not exist. The segment is made here before the ranks fork, so rank 0 can write into its ring
+// by hand.
 TEST(ShmChannel, AMalformedFragmentFailsItsSender) {
   using transport::shm::FragmentHeader;
   using transport::shm::FragmentKind;
   using transport::shm::Ring;
   using transport::shm::SharedSegment;
   using transport::shm::ShmChannel;
-  const std::string name = "/ibcoll-malformed-" + std::to_string(getpid());
-  const size_t bytes = ShmChannel::segment_bytes(2);
-  SharedSegment segment = SharedSegment::create(name, bytes);
-  auto exits = run_ranks(2, [&](int me, int) {
-    ShmChannel channel(me, 2, SharedSegment::open(name, bytes, std::chrono::seconds(5)));
-    if (me == 0) {
-      const Ring ring(segment.data() + ShmChannel::ring_offset(0, 1, 2));
-      const FragmentHeader bad{1, 100, 60000, FragmentKind::first};
-      std::memcpy(ring.slot_to_fill(), &bad, sizeof(bad));
-      ring.publish();
-      std::this_thread::sleep_for(std::chrono::seconds(1));  // alive while rank 1 reads it
+  const FragmentHeader garbage[] = {
+      {1, 100, 60000, FragmentKind::first},
+      {1, uint64_t{1} << 50, 10, FragmentKind::first},
+      {1, 5, 10, FragmentKind::first},
+      {1, 100, 10, FragmentKind::more},
+      {1, 100, 10, static_cast<FragmentKind>(77)},
+  };
+  for (const FragmentHeader& bad : garbage) {
+    SCOPED_TRACE("kind " + std::to_string(static_cast<uint32_t>(bad.kind)) + ", total " +
+                 std::to_string(bad.total) + ", bytes " + std::to_string(bad.bytes));
+    const std::string name = "/ibcoll-malformed-" + std::to_string(getpid());
+    const size_t bytes = ShmChannel::segment_bytes(2);
+    SharedSegment segment = SharedSegment::create(name, bytes);
+    auto exits = run_ranks(2, [&](int me, int) {
+      ShmChannel channel(me, 2, SharedSegment::open(name, bytes, std::chrono::seconds(5)));
+      if (me == 0) {
+        const Ring ring(segment.data() + ShmChannel::ring_offset(0, 1, 2));
+        std::memcpy(ring.slot_to_fill(), &bad, sizeof(bad));
+        ring.publish();
+        std::this_thread::sleep_for(std::chrono::seconds(1));  // alive while rank 1 reads it
+        return 0;
+      }
+      std::vector<std::byte> into(100, kFill);
+      Transfer t;
+      channel.recv(0, 1, into.data(), into.size(), record(t));
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!t.done && std::chrono::steady_clock::now() < end)
+        channel.poll();
+      RANK_CHECK(t.done && t.status.code() == Code::peer_failed &&
+                     t.status.message().find("malformed") != std::string::npos,
+                 t.done ? t.status.to_string() : "the receive never ended");
+      RANK_CHECK(into[0] == kFill, "bytes of a malformed fragment landed");
       return 0;
-    }
-    std::vector<std::byte> into(100, kFill);
-    Transfer t;
-    channel.recv(0, 1, into.data(), into.size(), record(t));
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!t.done && std::chrono::steady_clock::now() < end)
-      channel.poll();
-    RANK_CHECK(t.done && t.status.code() == Code::peer_failed &&
-                   t.status.message().find("malformed") != std::string::npos,
-               t.done ? t.status.to_string() : "the receive never ended");
-    RANK_CHECK(into[0] == kFill, "bytes of a malformed fragment landed");
-    return 0;
-  });
-  segment.unlink();
-  expect_all_ok(exits);
+    });
+    segment.unlink();
+    expect_all_ok(exits);
+  }
 }
 
 TEST(ShmChannel, SegmentIsUnlinkedOnceAttachedAndBadArgumentsAreNamed) {

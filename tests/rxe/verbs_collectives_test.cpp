@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "collectives/registry.h"
 #include "tests/support/collectives.h"
@@ -219,6 +221,33 @@ TEST(VerbsCollectives, AHandshakeWithARankThatExitedFailsInSeconds) {
       },
       options);
   EXPECT_TRUE(exits[0].ok()) << describe(exits);
+}
+
+// A live rank that is slow to join a call (busy elsewhere, without polling, for 15 keepalive
+// intervals and well past the silence that fails a dead peer) is waited for: its connections
+// still acknowledge the probes, so nobody fails it, and the call ends right on every rank.
+TEST(VerbsCollectives, ASlowLiveRankIsWaitedForInACall) {
+  RankOptions options;
+  options.environment = {
+      {"IBCOLL_TRANSPORT", "verbs"}, {"IBCOLL_TIMEOUT", "60s"}, {"IBCOLL_KEEPALIVE", "200ms"}};
+  expect_all_ok(run_ranks(
+      3,
+      [](int me, int n) {
+        CapiRank r;
+        std::vector<int32_t> x(20000);
+        for (int call = 0; call < 2; ++call) {
+          if (call == 1 && me == 2) std::this_thread::sleep_for(std::chrono::seconds(3));
+          std::fill(x.begin(), x.end(), me + call);
+          RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, x.data(), x.size(), IBCOLL_INT32, IBCOLL_SUM,
+                                      r.world()) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          const int32_t want = n * (n - 1) / 2 + n * call;
+          RANK_CHECK(std::all_of(x.begin(), x.end(), [&](int32_t v) { return v == want; }),
+                     "call " + std::to_string(call) + ": wrong sum");
+        }
+        return 0;
+      },
+      options));
 }
 
 }  // namespace

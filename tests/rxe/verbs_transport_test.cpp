@@ -303,9 +303,10 @@ TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
   expect_all_ok(exits);
 }
 
-// The XRC domain file cannot be opened (a directory sits where it goes), or its directory is
-// open to others: auto goes on with RC and logs why, where it used to abort the transport's
-// set-up; on is an error naming the file or the directory.
+// The XRC domain file cannot be opened (a directory sits where it goes, or a symbolic link, which
+// is never followed: what it points to is not created), or its directory is open to others:
+// auto goes on with RC and logs why, where it used to abort the transport's set-up; on is an
+// error naming the file or the directory.
 TEST(VerbsTransport, XrcFileTroubleFallsBackInAutoAndFailsInOn) {
   auto exits = run_ranks(1, [](int, int) {
     const std::string dir = "/tmp/ibcoll-xrc-trouble-" + std::to_string(getpid());
@@ -314,7 +315,9 @@ TEST(VerbsTransport, XrcFileTroubleFallsBackInAutoAndFailsInOn) {
     const std::string open_to_all = dir + "/open";
     RANK_CHECK(mkdir(open_to_all.c_str(), 0777) == 0 && chmod(open_to_all.c_str(), 0777) == 0,
                "mkdir");
-    for (const std::string& file : {dir + "/blocked", open_to_all + "/xrcd"}) {
+    const std::string link = dir + "/link", target = dir + "/target";
+    RANK_CHECK(symlink(target.c_str(), link.c_str()) == 0, "symlink");
+    for (const std::string& file : {dir + "/blocked", link, open_to_all + "/xrcd"}) {
       transport::verbs::Options options;
       options.xrc_domain_file = file;
       const std::string log = log_of([&] {
@@ -327,10 +330,12 @@ TEST(VerbsTransport, XrcFileTroubleFallsBackInAutoAndFailsInOn) {
         transport::verbs::VerbsChannel channel(0, 1, options);
         RANK_CHECK(false, "IBCOLL_XRC=on went on with " + file);
       } catch (const Error& e) {
-        const std::string named = file.find("blocked") != std::string::npos ? file : open_to_all;
+        const std::string named = file.find(open_to_all) == 0 ? open_to_all : file;
         RANK_CHECK(std::string(e.what()).find(named) != std::string::npos, e.what());
       }
+      RANK_CHECK(access(target.c_str(), F_OK) != 0, "the XRC domain file followed a link");
     }
+    unlink(link.c_str());
     rmdir((dir + "/blocked").c_str());
     rmdir(open_to_all.c_str());
     rmdir(dir.c_str());
@@ -388,6 +393,41 @@ TEST(VerbsTransport, RegistrationsGrantPeersNoMoreThanTheyNeed) {
     return 0;
   });
   expect_all_ok(exits);
+  // The channel itself: with its send slots, receive queue and handshake buffers registered
+  // and messages flowing, no registration of the process is peer-writable; a rendezvous
+  // receive's buffer is while its transfer runs, and is not once it has landed; the sender's
+  // never is.
+  expect_all_ok(run_ranks(2, [](int me, int) {
+    runtime::VerbsEndpoint r;
+    const int peer = 1 - me;
+    std::vector<std::byte> small(100, std::byte{1}), big(1 << 20, std::byte{2});
+    Transfer out, in;
+    r.channel().send(peer, 1, small.data(), small.size(), record(out));
+    r.channel().recv(peer, 1, small.data(), small.size(), record(in));
+    r.wait([&] { return out.done && in.done; }, "eager messages");
+    RANK_CHECK(live_objects().peer_writable_mrs == 0,
+               std::to_string(live_objects().peer_writable_mrs) +
+                   " peer-writable registrations with no rendezvous running");
+    Transfer big_transfer;
+    int most_open = 0;
+    if (me == 1) {
+      r.channel().recv(peer, 2, big.data(), big.size(), record(big_transfer));
+    } else {
+      r.channel().send(peer, 2, big.data(), big.size(), record(big_transfer));
+    }
+    r.wait(
+        [&] {
+          most_open = std::max<int>(most_open, live_objects().peer_writable_mrs);
+          return big_transfer.done;
+        },
+        "the rendezvous");
+    RANK_CHECK(big_transfer.status.ok(), big_transfer.status.to_string());
+    RANK_CHECK(most_open == (me == 1 ? 1 : 0),
+               std::to_string(most_open) + " peer-writable registrations during the transfer");
+    RANK_CHECK(live_objects().peer_writable_mrs == 0, "the target stayed peer-writable");
+    r.bootstrap().barrier("end");
+    return 0;
+  }));
 }
 
 // A peer killed mid-transfer: every survivor's operations with it fail with an error that names

@@ -96,6 +96,33 @@ TEST(Config, BadValuesNameTheirVariable) {
   expect_error_naming({{"IBCOLL_MR_CACHE", "perhaps"}}, "IBCOLL_MR_CACHE");
 }
 
+// Settings the ranks must share: one rank set differently from the others in any of them is
+// named in the error of the set-up exchange (check_shared_settings), with both values.
+TEST(Config, EverySettingTheRanksMustShareIsChecked) {
+  std::map<std::string, std::string> differing = {
+      {"IBCOLL_TRANSPORT", "shm"},    {"IBCOLL_ALLREDUCE_ALGO", "ring"},
+      {"IBCOLL_BCAST_ALGO", "chain"}, {"IBCOLL_CHECK_CALLS", "0"},
+      {"IBCOLL_SHM_SLOTS", "0"},
+#ifdef IBCOLL_HAVE_VERBS
+      {"IBCOLL_CM", "rdmacm"},        {"IBCOLL_XRC", "off"},
+      {"IBCOLL_EAGER_BUFFER", "4k"},
+#endif
+  };
+  const std::string usual = Config::from_environment(lookup_in({})).shared_settings();
+  EXPECT_NO_THROW(check_shared_settings({usual, usual, usual}));
+  for (const auto& [name, value] : differing) {
+    const std::string odd = Config::from_environment(lookup_in({{name, value}})).shared_settings();
+    try {
+      check_shared_settings({usual, odd, usual});
+      ADD_FAILURE() << name << " set differently on rank 1 went unnoticed";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status().code(), Code::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find(name + ": rank 0 has "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 1 has"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(LaunchEnv, ReadsIbcollThenLauncherVariables) {
   auto info = launch_info_from_environment(
       lookup_in({{"IBCOLL_RANK", "2"}, {"IBCOLL_SIZE", "4"}, {"IBCOLL_JOB_SECRET", "s"}}));

@@ -27,10 +27,21 @@ ProtectionDomain allocate_pd(ibv_context* context) {
 }
 
 MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length, Access access) {
-  MemoryRegion mr(ibv_reg_mr(pd, address, length, static_cast<int>(access)));
+  MemoryRegion mr(ibv_reg_mr(pd, address, length, static_cast<int>(access)),
+                  MemoryRegionDeleter{access});
   if (!mr) throw_errno("ibv_reg_mr of " + std::to_string(length) + " bytes", errno);
   ++live_objects().mrs;
+  if (access == Access::peer_writes) ++live_objects().peer_writable_mrs;
   return mr;
+}
+
+void MemoryRegionDeleter::operator()(ibv_mr* mr) const {
+  if (int rc = ibv_dereg_mr(mr)) {
+    report_destroy_failure("ibv_mr", rc);
+    return;
+  }
+  --live_objects().mrs;
+  if (access == Access::peer_writes) --live_objects().peer_writable_mrs;
 }
 
 QueuePairHandle create_qp(ibv_pd* pd, ibv_qp_init_attr& init) {

@@ -14,6 +14,7 @@ namespace ibcoll::transport::verbs {
 
 struct LiveObjects {
   std::atomic<int> contexts{0}, pds{0}, cqs{0}, srqs{0}, qps{0}, mrs{0}, ahs{0}, xrcds{0};
+  std::atomic<int> peer_writable_mrs{0};  // of mrs: those a peer may RDMA-write into
 };
 LiveObjects& live_objects();
 
@@ -36,7 +37,6 @@ inline int close_xrcd(ibv_xrcd* xrcd) {
 
 using ProtectionDomain =
     std::unique_ptr<ibv_pd, VerbsDeleter<ibv_pd, ibv_dealloc_pd, &LiveObjects::pds>>;
-using MemoryRegion = std::unique_ptr<ibv_mr, VerbsDeleter<ibv_mr, ibv_dereg_mr, &LiveObjects::mrs>>;
 using AddressHandle =
     std::unique_ptr<ibv_ah, VerbsDeleter<ibv_ah, ibv_destroy_ah, &LiveObjects::ahs>>;
 using QueuePairHandle =
@@ -44,8 +44,6 @@ using QueuePairHandle =
 using XrcDomainHandle =
     std::unique_ptr<ibv_xrcd, VerbsDeleter<ibv_xrcd, close_xrcd, &LiveObjects::xrcds>>;
 
-// Each creator throws Error(system_error) naming the call and errno on failure.
-ProtectionDomain allocate_pd(ibv_context* context);
 // What a registration lets the device do, at the least each use needs: a peer can reach only
 // memory registered for remote write, which ibcoll grants a rendezvous receive's buffer alone,
 // for as long as its transfer runs (longer only with IBCOLL_MR_CACHE).
@@ -54,6 +52,16 @@ enum class Access : int {
   device_writes = IBV_ACCESS_LOCAL_WRITE,                          // what is received into it
   peer_writes = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,  // an RDMA write's target
 };
+
+// Deregisters, counting the live registrations (and the peer-writable ones apart).
+struct MemoryRegionDeleter {
+  Access access = Access::device_reads;
+  void operator()(ibv_mr* mr) const;
+};
+using MemoryRegion = std::unique_ptr<ibv_mr, MemoryRegionDeleter>;
+
+// Each creator throws Error(system_error) naming the call and errno on failure.
+ProtectionDomain allocate_pd(ibv_context* context);
 // Registers [address, address + length) with `access`.
 MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length, Access access);
 QueuePairHandle create_qp(ibv_pd* pd, ibv_qp_init_attr& init);  // init.cap is read back
