@@ -1,6 +1,5 @@
 #include "runtime/bootstrap/tcp_store.h"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -83,8 +82,29 @@ void probe_when_idle(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
 }
 
-void set_nonblocking(int fd) {
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+// A non-blocking socket connected to `a` within a few seconds and by the deadline, or -1 (errno
+// in `last_errno`): a blocking connect to a host that never answers waits out the kernel's SYN
+// retries (minutes), whatever IBCOLL_TIMEOUT says, and never gets to the next address.
+int connect_within(const addrinfo& a, const Deadline& overall, int& last_errno) {
+  constexpr auto kAttempt = std::chrono::seconds(5);
+  const Deadline deadline = Deadline::at(std::min(overall.when(), Clock::now() + kAttempt));
+  const int fd = ::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a.ai_protocol);
+  if (fd < 0) {
+    last_errno = errno;
+    return -1;
+  }
+  int error = ::connect(fd, a.ai_addr, a.ai_addrlen) == 0 ? 0 : errno;
+  if (error == EINPROGRESS) {
+    socklen_t size = sizeof(error);
+    error = wait_for(fd, POLLOUT, deadline) ? 0 : ETIMEDOUT;
+    if (!error && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) < 0) error = errno;
+  }
+  if (error) {
+    last_errno = error;
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 // Takes one whole frame (of at most `max` bytes) off the front of `buffer`, if there is one.
@@ -376,13 +396,8 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
   while (fd_ < 0) {
     addrinfo* ai = resolve(host, port, false);
     for (addrinfo* a = ai; a && fd_ < 0; a = a->ai_next) {
-      int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-      if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-        fd_ = fd;
-      } else {
-        last_errno = errno;
-        if (fd >= 0) ::close(fd);
-      }
+      const int fd = connect_within(*a, deadline, last_errno);
+      if (fd >= 0) fd_ = fd;
     }
     freeaddrinfo(ai);
     if (fd_ >= 0) break;
@@ -395,7 +410,6 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
   }
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  set_nonblocking(fd_);  // every wait on it below has a deadline
   try {
     request(kHello, secret);
     reply();

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "base/status.h"
 #include "runtime/bootstrap/launch_env.h"
@@ -231,6 +232,43 @@ TEST(TcpStore, AWaitInterruptedBySignalsStillTimesOut) {
   });
   for (auto& e : exits)
     EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// A store whose host never answers the connection (here: a listener whose queue is full, so the
+// kernel drops the SYN, as a dead node or a lost network would): the client fails at its
+// deadline, where a blocking connect waited out the kernel's SYN retries, over two minutes.
+TEST(TcpStore, AStoreThatNeverAnswersTheConnectionFailsAtTheDeadline) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof(address);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), size), 0);
+  ASSERT_EQ(::listen(listener, 0), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  std::vector<int> queued;  // connections the listener never accepts, until one is not answered
+  for (bool answered = true; answered && queued.size() < 16;) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    queued.push_back(fd);
+    ::connect(fd, reinterpret_cast<sockaddr*>(&address), size);
+    pollfd p{fd, POLLOUT, 0};
+    answered = ::poll(&p, 1, 200) > 0;
+  }
+  ASSERT_LT(queued.size(), 16u) << "the listener's queue never filled";
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    TcpStore("127.0.0.1:" + std::to_string(ntohs(address.sin_port)), 1, 2, "secret",
+             std::chrono::milliseconds(1500));
+    ADD_FAILURE() << "connected to a store that never answered";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().code(), Code::timeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cannot reach the TCP store"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  for (int fd : queued)
+    ::close(fd);
+  ::close(listener);
 }
 
 TEST(TcpStore, MissingKeyTimesOutAndBadAddressIsNamed) {
