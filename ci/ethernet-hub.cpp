@@ -9,7 +9,11 @@
 // datagram network loses whatever a busy guest cannot take in time, and each loss stalls an RC QP
 // for an ACK timeout.
 //
-//   ethernet-hub SOCKET     (runs until killed; a port whose qemu exits is forgotten)
+//   ethernet-hub SOCKET [STATE]   (runs until killed; a port whose qemu exits is forgotten)
+//
+// STATE, rewritten every second: each port's frames in and out, the bytes queued for it, whether
+// it is paused and for how long, its longest pause. ci/cluster-run prints it when a job fails, so
+// a network that stopped moving shows where it stopped.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,6 +22,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -32,6 +38,7 @@ namespace {
 constexpr size_t kHighWater = 256 << 10;  // bytes queued for one port before the hub pauses
 constexpr size_t kMaxFrame = 65536 + 64;
 constexpr size_t kMacBytes = 6;
+using Clock = std::chrono::steady_clock;
 
 struct Port {
   int fd;
@@ -39,6 +46,10 @@ struct Port {
   std::vector<uint8_t> out;  // framed bytes waiting for the socket
   size_t out_sent = 0;
   const Port* paused_by = nullptr;  // a full port this one's frames went to
+  std::string mac;                  // the source address of its last frame
+  uint64_t frames_in = 0, frames_out = 0;
+  Clock::time_point paused_since{};
+  Clock::duration longest_pause{};
 };
 
 [[noreturn]] void fail(const std::string& what) {
@@ -48,19 +59,24 @@ struct Port {
 
 class Hub {
  public:
-  explicit Hub(int listener) : listener_(listener) {}
+  Hub(int listener, std::string state) : listener_(listener), state_(std::move(state)) {}
 
   void run() {
+    auto reported = Clock::now();
     for (;;) {
+      if (!state_.empty() && Clock::now() - reported >= std::chrono::seconds(1)) {
+        reported = Clock::now();
+        write_state();
+      }
       std::vector<pollfd> fds{{listener_, POLLIN, 0}};
       for (const auto& port : ports_) {
-        if (port->paused_by && pending(*port->paused_by) <= kHighWater) port->paused_by = nullptr;
+        if (port->paused_by && pending(*port->paused_by) <= kHighWater) resume(*port);
         fds.push_back(
             {port->fd,
              static_cast<short>((port->paused_by ? 0 : POLLIN) | (pending(*port) ? POLLOUT : 0)),
              0});
       }
-      if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (poll(fds.data(), fds.size(), 1000) < 0) {
         if (errno == EINTR) continue;
         fail("poll");
       }
@@ -80,6 +96,51 @@ class Hub {
  private:
   static size_t pending(const Port& port) { return port.out.size() - port.out_sent; }
 
+  static void pause(Port& port, const Port& full) {
+    if (!port.paused_by) port.paused_since = Clock::now();
+    port.paused_by = &full;
+  }
+
+  static void resume(Port& port) {
+    port.longest_pause = std::max(port.longest_pause, Clock::now() - port.paused_since);
+    port.paused_by = nullptr;
+  }
+
+  static std::string name(const Port& port) {
+    if (port.mac.size() != kMacBytes) return "(silent, fd " + std::to_string(port.fd) + ")";
+    char text[3 * kMacBytes];
+    const auto* m = reinterpret_cast<const unsigned char*>(port.mac.data());
+    std::snprintf(text, sizeof text, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
+                  m[5]);
+    return text;
+  }
+
+  static long long ms(Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  }
+
+  // Written beside and renamed over STATE, so a reader never sees half of it.
+  void write_state() const {
+    const std::string temporary = state_ + ".tmp";
+    FILE* out = std::fopen(temporary.c_str(), "w");
+    if (!out) return;
+    std::fprintf(out, "ethernet-hub: %zu ports\n", ports_.size());
+    for (const auto& port : ports_) {
+      const std::string state =
+          port->paused_by ? "paused " + std::to_string(ms(Clock::now() - port->paused_since)) +
+                                " ms by " + name(*port->paused_by)
+                          : "reading";
+      std::fprintf(out,
+                   "ethernet-hub: port %s: %llu frames in, %llu out, %zu bytes queued for it, "
+                   "%s, longest pause %lld ms\n",
+                   name(*port).c_str(), static_cast<unsigned long long>(port->frames_in),
+                   static_cast<unsigned long long>(port->frames_out), pending(*port), state.c_str(),
+                   ms(port->longest_pause));
+    }
+    std::fclose(out);
+    std::rename(temporary.c_str(), state_.c_str());
+  }
+
   void accept_port() {
     const int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
@@ -90,7 +151,7 @@ class Hub {
     close(gone->fd);
     std::erase_if(owner_, [gone](const auto& entry) { return entry.second == gone; });
     for (const auto& port : ports_)
-      if (port->paused_by == gone) port->paused_by = nullptr;
+      if (port->paused_by == gone) resume(*port);
     std::erase_if(ports_, [gone](const auto& port) { return port.get() == gone; });
   }
 
@@ -118,13 +179,17 @@ class Hub {
   void forward(Port& from, const uint8_t* framed, size_t bytes) {
     if (bytes < 4 + 2 * kMacBytes) return;
     const std::string destination(framed + 4, framed + 4 + kMacBytes);
-    owner_[std::string(framed + 4 + kMacBytes, framed + 4 + 2 * kMacBytes)] = &from;
+    const std::string source(framed + 4 + kMacBytes, framed + 4 + 2 * kMacBytes);
+    owner_[source] = &from;
+    ++from.frames_in;
+    from.mac = source;
     const auto known = owner_.find(destination);
     for (const auto& port : ports_) {
       const bool to_this = known != owner_.end() ? known->second == port.get() : true;
       if (port.get() == &from || !to_this) continue;
       port->out.insert(port->out.end(), framed, framed + bytes);
-      if (pending(*port) > kHighWater) from.paused_by = port.get();
+      ++port->frames_out;
+      if (pending(*port) > kHighWater) pause(from, *port);
     }
   }
 
@@ -141,6 +206,7 @@ class Hub {
   }
 
   int listener_;
+  std::string state_;  // the file the ports' state goes to, or empty
   std::vector<std::unique_ptr<Port>> ports_;
   std::map<std::string, Port*> owner_;  // source MAC → the port it was last seen on
 };
@@ -148,8 +214,8 @@ class Hub {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s SOCKET\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s SOCKET [STATE]\n", argv[0]);
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -164,5 +230,5 @@ int main(int argc, char** argv) {
   if (listener < 0) fail("socket");
   if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) < 0) fail(argv[1]);
   if (listen(listener, 16) < 0) fail("listen");
-  Hub(listener).run();
+  Hub(listener, argc == 3 ? argv[2] : "").run();
 }
