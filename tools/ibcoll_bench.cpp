@@ -183,26 +183,11 @@ int run(const Options& o, Subject& ours, Subject* theirs, bool forked) {
 }
 
 #ifdef IBCOLL_BENCH_MPI
-// Under mpirun: the TCP store's address and the job secret travel by MPI_Bcast from rank 0.
-void bootstrap_through_mpi() {
-  if (std::getenv("IBCOLL_BOOTSTRAP")) return;
-  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (!local || !size || std::strcmp(local, size) != 0) {
-    throw std::runtime_error("ranks on several nodes: set IBCOLL_BOOTSTRAP=host:port of rank 0");
-  }
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  char text[128] = {};
-  if (rank == 0) {
-    std::snprintf(text, sizeof(text), "127.0.0.1:%d %s", ibcoll::runtime::free_loopback_port(),
-                  ibcoll::runtime::random_secret().c_str());
-  }
-  MPI_Bcast(text, sizeof(text), MPI_CHAR, 0, MPI_COMM_WORLD);
-  const char* space = std::strchr(text, ' ');
-  if (!space) throw std::runtime_error("bootstrap: rank 0 sent no address");
-  setenv("IBCOLL_BOOTSTRAP", std::string(text, static_cast<size_t>(space - text)).c_str(), 1);
-  setenv("IBCOLL_JOB_SECRET", space + 1, 1);
+// Under mpirun ibcoll bootstraps through MPI (ibcoll_init_with over MPI_Allgather), so the job
+// may span nodes and needs no TCP store.
+int mpi_allgather(const void* mine, void* all, size_t bytes, void*) {
+  const int count = static_cast<int>(bytes);
+  return MPI_Allgather(mine, count, MPI_BYTE, all, count, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS;
 }
 #endif
 
@@ -211,8 +196,10 @@ int run_under_launcher(const Options& o) {
   MPI_Init(nullptr, nullptr);
   int code = 1;
   try {
-    bootstrap_through_mpi();
-    auto ours = make_ibcoll_subject();
+    ibcoll_bootstrap_t bootstrap{0, 1, mpi_allgather, nullptr};
+    MPI_Comm_rank(MPI_COMM_WORLD, &bootstrap.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &bootstrap.size);
+    auto ours = make_ibcoll_subject(&bootstrap);
     auto theirs = o.compare_mpi ? make_mpi_subject() : nullptr;
     code = run(o, *ours, theirs.get(), false);
   } catch (const std::exception& e) {

@@ -402,8 +402,9 @@ TEST(Errors, RanksLeftWaitingTimeOut) {
 }
 
 // SIGUSR1 (what mpirun forwards) makes a rank write what its calls in flight wait for, to
-// IBCOLL_HANG_REPORT, without disturbing them: rank 1 waits in an allreduce that rank 0 joins
-// only once it has read rank 1's report, which names the call and the rank it waits for.
+// IBCOLL_HANG_REPORT, without disturbing them: rank 1 has a bcast outstanding on a second
+// communicator and waits in an allreduce on the world, both of which rank 0 joins only once it
+// has read rank 1's report, which names each call and the rank it waits for.
 TEST(Errors, AHangReportOnSignalNamesWhatEachCallWaitsFor) {
   const std::string pattern = "/tmp/ibcoll-hang-" + std::to_string(getpid()) + "-%r.txt";
   const std::string report = "/tmp/ibcoll-hang-" + std::to_string(getpid()) + "-1.txt";
@@ -421,29 +422,51 @@ TEST(Errors, AHangReportOnSignalNamesWhatEachCallWaitsFor) {
           RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, pids.data(), 2, IBCOLL_INT64, IBCOLL_SUM,
                                       r.world()) == IBCOLL_SUCCESS,
                      ibcoll_last_error());
+          ibcoll_comm_t other = nullptr;
+          RANK_CHECK(ibcoll_comm_split(r.world(), 0, me, &other) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
           double x = 1.0;
+          int32_t word = me == 0 ? 77 : 0;
+          ibcoll_request_t bcast = nullptr;
           if (me == 0) {
             std::this_thread::sleep_for(std::chrono::milliseconds(300));
             kill(static_cast<pid_t>(pids[1]), SIGUSR1);
+            // The split was call #2 on the world.
+            const std::string algorithm =
+                std::string(slots) == "1" ? "slots" : "recursive_doubling";
+            const std::string allreduce =
+                "allreduce #3 (" + algorithm + ") on communicator 1 of 2 ranks: it waits for ";
+            const std::string bcast_call =
+                "bcast #1 (" + std::string(std::string(slots) == "1" ? "slots" : "binomial") +
+                ") on communicator 2 of 2 ranks: it waits for ";
             std::string text;
-            for (int i = 0; i < 500 && text.find('\n', text.find("waits for")) == std::string::npos;
-                 ++i) {
+            for (int i = 0; i < 500 && std::count(text.begin(), text.end(), '\n') < 3; ++i) {
               std::this_thread::sleep_for(std::chrono::milliseconds(10));
               std::ifstream in(report);
               text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
             }
-            const std::string call = std::string("allreduce #2 (") +
-                                     (std::string(slots) == "1" ? "slots" : "recursive_doubling") +
-                                     ") on communicator 1 of 2 ranks: it waits for ";
             RANK_CHECK(text.find("ibcoll hang report: rank 1") != std::string::npos &&
-                           text.find(call) != std::string::npos &&
+                           text.find("2 call(s) in flight") != std::string::npos &&
+                           text.find(allreduce) != std::string::npos &&
+                           text.find(bcast_call) != std::string::npos &&
                            text.find("rank 0") != std::string::npos,
                        "the report: " + text);
+          } else {
+            RANK_CHECK(ibcoll_ibcast(&word, 1, IBCOLL_INT32, 0, other, &bcast) == IBCOLL_SUCCESS,
+                       ibcoll_last_error());
           }
           RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_FLOAT64, IBCOLL_SUM,
                                       r.world()) == IBCOLL_SUCCESS &&
                          x == 2.0,
                      ibcoll_last_error());
+          if (me == 0) {
+            RANK_CHECK(ibcoll_bcast(&word, 1, IBCOLL_INT32, 0, other) == IBCOLL_SUCCESS,
+                       ibcoll_last_error());
+          } else {
+            RANK_CHECK(ibcoll_wait(bcast) == IBCOLL_SUCCESS && word == 77, ibcoll_last_error());
+            ibcoll_request_free(&bcast);
+          }
+          ibcoll_comm_free(&other);
           return 0;
         },
         options));

@@ -20,8 +20,12 @@ void check(ibcoll_status_t status, const char* call) {
 
 class IbcollSubject final : public Subject {
  public:
-  IbcollSubject() {
-    check(ibcoll_init(&context_), "ibcoll_init");
+  explicit IbcollSubject(const ibcoll_bootstrap_t* bootstrap) {
+    if (bootstrap) {
+      check(ibcoll_init_with(bootstrap, &context_), "ibcoll_init_with");
+    } else {
+      check(ibcoll_init(&context_), "ibcoll_init");
+    }
     check(ibcoll_comm_world(context_, &world_), "ibcoll_comm_world");
     check(ibcoll_comm_rank(world_, &rank_), "ibcoll_comm_rank");
     check(ibcoll_comm_size(world_, &size_), "ibcoll_comm_size");
@@ -74,8 +78,8 @@ class IbcollSubject final : public Subject {
 
 }  // namespace
 
-std::unique_ptr<Subject> make_ibcoll_subject() {
-  return std::make_unique<IbcollSubject>();
+std::unique_ptr<Subject> make_ibcoll_subject(const ibcoll_bootstrap_t* bootstrap) {
+  return std::make_unique<IbcollSubject>(bootstrap);
 }
 
 }  // namespace ibcoll::bench

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "ibcoll/ibcoll.h"
+
 namespace ibcoll::bench {
 
 enum class Collective { allreduce, bcast };
@@ -30,8 +32,9 @@ class Subject {
   virtual std::string transport_to(int rank) = 0;
 };
 
-// ibcoll_init from the environment (throws on failure); finalizes on destruction.
-std::unique_ptr<Subject> make_ibcoll_subject();
+// ibcoll from the environment (ibcoll_init) or through `bootstrap` (ibcoll_init_with); throws on
+// failure, finalizes on destruction.
+std::unique_ptr<Subject> make_ibcoll_subject(const ibcoll_bootstrap_t* bootstrap = nullptr);
 // The MPI library; MPI_Init must have been called. Null when built without MPI.
 std::unique_ptr<Subject> make_mpi_subject();
 
