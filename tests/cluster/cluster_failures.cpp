@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -27,7 +28,15 @@ namespace {
 constexpr int kCallsBeforeLoss = 5;
 constexpr double kDetectSeconds = 30;  // a silent node is seen in ~10 s on a 2 s keepalive
 
+// The node's off mark first: ci/cluster-netwatch then knows its silence is no network fault.
 void stop_this_node() {
+  const char* cluster = std::getenv("RXE_CLUSTER_DIR");
+  const char* node = std::getenv("RXE_CLUSTER_NODE");
+  RANK_CHECK(cluster && node, "stop-node runs inside ci/rxe-cluster");
+  const std::string mark = std::string(cluster) + "/node" + node + "/off";
+  const int marked = open(mark.c_str(), O_WRONLY | O_CREAT, 0644);
+  RANK_CHECK(marked >= 0, "cannot write " + mark);
+  close(marked);
   const int fd = open("/proc/sysrq-trigger", O_WRONLY);
   RANK_CHECK(fd >= 0 && write(fd, "o", 1) == 1, "cannot power the node off");
   pause();  // the node is going down
