@@ -133,6 +133,10 @@ typedef struct {
   ibcoll_datatype_t type;
   ibcoll_op_t op;
   void* packed;
+  /* No memory here to pack into: the call joins as an empty bcast, so the call check fails it on
+   * every rank (as ranks that disagree fail together) rather than leave them waiting; it ends
+   * with MPI_ERR_NO_MEM here. */
+  bool unpackable;
   /* as MPI passed them */
   const void* mpi_send;
   void* mpi_recv;
@@ -189,7 +193,11 @@ int mca_coll_ibcoll_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, 
 /* The message of a failed call, before the communicator's error handler runs; the MPI error. */
 int mca_coll_ibcoll_outcome(ibcoll_status_t status, const char* call, ompi_communicator_t* comm);
 /* A non-contiguous bcast's bytes, back into the caller's layout (not at the root). */
-void mca_coll_ibcoll_unpack(const mca_coll_ibcoll_call_t* call, int rank);
+/* The bcast's outcome at `rank` for `status` from ibcoll: its bytes unpacked into the caller's
+ * layout where they were packed, MPI_ERR_NO_MEM for an unpackable call. */
+int mca_coll_ibcoll_bcast_outcome(const mca_coll_ibcoll_call_t* call, int rank,
+                                  ibcoll_status_t status, const char* name,
+                                  ompi_communicator_t* comm);
 
 /* coll_ibcoll_request.c */
 /* A non-blocking call through ibcoll as an Open MPI request in *out: started now when the

@@ -131,29 +131,45 @@ static bool convert(bool pack, void* user, int count, struct ompi_datatype_t* dt
 }
 
 /* Where a bcast's bytes lie: in the caller's buffer (from its true lower bound) when the layout
- * is contiguous, else in call->packed (filled at the root). False when out of memory. */
-static bool lay_out_bcast(mca_coll_ibcoll_call_t* call, int rank) {
+ * is contiguous, else in call->packed (filled at the root); without memory for that, nowhere
+ * (an unpackable call, joining as an empty one). */
+static void lay_out_bcast(mca_coll_ibcoll_call_t* call, int rank) {
   ptrdiff_t true_lb = 0, true_extent = 0;
   ompi_datatype_get_true_extent(call->mpi_type, &true_lb, &true_extent);
   if (ompi_datatype_is_contiguous_memory_layout(call->mpi_type, call->mpi_count)) {
     call->recv = (char*)call->mpi_recv + true_lb;
-    return true;
+    return;
   }
   call->packed = malloc(call->count ? call->count : 1);
-  if (!call->packed) return false;
-  call->recv = call->packed;
-  if (rank == call->root &&
-      !convert(true, call->mpi_recv, call->mpi_count, call->mpi_type, call->packed, call->count)) {
-    free(call->packed);
-    call->packed = NULL;
-    return false;
+  if (call->packed && (rank != call->root || convert(true, call->mpi_recv, call->mpi_count,
+                                                     call->mpi_type, call->packed, call->count))) {
+    call->recv = call->packed;
+    return;
   }
-  return true;
+  free(call->packed);
+  call->packed = NULL;
+  static char nothing;
+  call->recv = &nothing;
+  call->count = 0;
+  call->unpackable = true;
 }
 
-void mca_coll_ibcoll_unpack(const mca_coll_ibcoll_call_t* call, int rank) {
-  if (rank != call->root)
-    convert(false, call->mpi_recv, call->mpi_count, call->mpi_type, call->packed, call->count);
+int mca_coll_ibcoll_bcast_outcome(const mca_coll_ibcoll_call_t* call, int rank,
+                                  ibcoll_status_t status, const char* name,
+                                  ompi_communicator_t* comm) {
+  if (call->unpackable) {
+    opal_output(0, "coll:ibcoll: %s on %s failed: no memory to pack its datatype's bytes into",
+                name, comm->c_name);
+    return MPI_ERR_NO_MEM;
+  }
+  const int rc = mca_coll_ibcoll_outcome(status, name, comm);
+  if (rc != MPI_SUCCESS || !call->packed || rank == call->root) return rc;
+  if (!convert(false, call->mpi_recv, call->mpi_count, call->mpi_type, call->packed, call->count)) {
+    opal_output(0, "coll:ibcoll: %s on %s failed: cannot unpack into the caller's datatype", name,
+                comm->c_name);
+    return MPI_ERR_INTERN;
+  }
+  return MPI_SUCCESS;
 }
 
 /* ---- outcomes -------------------------------------------------------------------------------- */
@@ -235,14 +251,12 @@ int mca_coll_ibcoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, i
   note("MPI_Bcast", ic != NULL, &mca_coll_ibcoll_component.counters.bcast, comm, count, ic, &c);
   if (!ic) return m->previous_bcast(buf, count, dtype, root, comm, m->previous_bcast_module);
   const int rank = ompi_comm_rank(comm);
-  ibcoll_status_t s = IBCOLL_ERR_SYSTEM;
-  if (lay_out_bcast(&c, rank)) s = ibcoll_bcast(c.recv, c.count, IBCOLL_UINT8, root, ic);
+  lay_out_bcast(&c, rank);
+  const ibcoll_status_t s = ibcoll_bcast(c.recv, c.count, IBCOLL_UINT8, root, ic);
   mca_coll_ibcoll_unlock();
-  if (c.packed) {
-    if (s == IBCOLL_SUCCESS) mca_coll_ibcoll_unpack(&c, rank);
-    free(c.packed);
-  }
-  return mca_coll_ibcoll_outcome(s, "MPI_Bcast", comm);
+  const int rc = mca_coll_ibcoll_bcast_outcome(&c, rank, s, "MPI_Bcast", comm);
+  free(c.packed);
+  return rc;
 }
 
 /* ---- non-blocking ---------------------------------------------------------------------------- */
@@ -257,11 +271,8 @@ static bool start_taken(mca_coll_ibcoll_module_t* m, mca_coll_ibcoll_call_t* c, 
   if (taken) {
     note(name, true, counter, m->comm, c->mpi_count,
          m->mapping == IBCOLL_MAPPED ? m->ibcoll_comm : NULL, c);
-    if (c->bcast && !lay_out_bcast(c, ompi_comm_rank(m->comm))) {
-      *rc = MPI_ERR_NO_MEM;
-    } else {
-      *rc = mca_coll_ibcoll_request_start(m, c, request);
-    }
+    if (c->bcast) lay_out_bcast(c, ompi_comm_rank(m->comm));
+    *rc = mca_coll_ibcoll_request_start(m, c, request);
   }
   mca_coll_ibcoll_unlock();
   return taken;

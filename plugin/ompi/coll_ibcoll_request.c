@@ -156,7 +156,10 @@ static bool check(mca_coll_ibcoll_request_t* r) {
     const ibcoll_status_t s = ibcoll_test(r->ibcoll, &done);
     if (!done) return false;
     ibcoll_request_free(&r->ibcoll);
-    end(r, mca_coll_ibcoll_outcome(s, "a non-blocking collective", r->module->comm));
+    const mca_coll_ibcoll_call_t* c = &r->call;
+    ompi_communicator_t* comm = r->module->comm;
+    end(r, c->bcast ? mca_coll_ibcoll_bcast_outcome(c, ompi_comm_rank(comm), s, "MPI_Ibcast", comm)
+                    : mca_coll_ibcoll_outcome(s, "MPI_Iallreduce", comm));
   } else if (r->previous) {
     if (!REQUEST_COMPLETE(r->previous)) return false;
     const int status = r->previous->req_status.MPI_ERROR;
@@ -170,7 +173,6 @@ static bool check(mca_coll_ibcoll_request_t* r) {
 static void complete(mca_coll_ibcoll_request_t* r) {
   mca_coll_ibcoll_call_t* c = &r->call;
   ompi_communicator_t* comm = r->module->comm;
-  if (c->packed && r->status == MPI_SUCCESS) mca_coll_ibcoll_unpack(c, ompi_comm_rank(comm));
   free(c->packed);
   OBJ_RELEASE(c->mpi_type);
   if (c->mpi_op) OBJ_RELEASE(c->mpi_op);

@@ -336,7 +336,8 @@ TEST(ShmChannel, AWithdrawnRefusedRendezvousFailsItsReceive) {
 // and the receive waiting on it fails. One job per kind of garbage: a first fragment larger
 // than a slot, a message announcing more bytes than the largest message, a first fragment
 // larger than its message, a continued fragment with no message under way, a kind that does
-// not exist. The segment is made here before the ranks fork, so rank 0 can write into its ring
+// not exist, a message begun while another (set aside for a receive not yet posted) is under
+// way. The segment is made here before the ranks fork, so rank 0 can write into its ring
 // by hand.
 TEST(ShmChannel, AMalformedFragmentFailsItsSender) {
   using transport::shm::FragmentHeader;
@@ -344,15 +345,18 @@ TEST(ShmChannel, AMalformedFragmentFailsItsSender) {
   using transport::shm::Ring;
   using transport::shm::SharedSegment;
   using transport::shm::ShmChannel;
-  const FragmentHeader garbage[] = {
-      {1, 100, 60000, FragmentKind::first},
-      {1, uint64_t{1} << 50, 10, FragmentKind::first},
-      {1, 5, 10, FragmentKind::first},
-      {1, 100, 10, FragmentKind::more},
-      {1, 100, 10, static_cast<FragmentKind>(77)},
+  const std::vector<std::vector<FragmentHeader>> garbage = {
+      {{1, 100, 60000, FragmentKind::first}},
+      {{1, uint64_t{1} << 50, 10, FragmentKind::first}},
+      {{1, 5, 10, FragmentKind::first}},
+      {{1, 100, 10, FragmentKind::more}},
+      {{1, 100, 10, static_cast<FragmentKind>(77)}},
+      {{2, 100, 10, FragmentKind::first}, {1, 100, 10, FragmentKind::first}},
   };
-  for (const FragmentHeader& bad : garbage) {
-    SCOPED_TRACE("kind " + std::to_string(static_cast<uint32_t>(bad.kind)) + ", total " +
+  for (const std::vector<FragmentHeader>& headers : garbage) {
+    const FragmentHeader& bad = headers.back();
+    SCOPED_TRACE(std::to_string(headers.size()) + " fragments, the last of kind " +
+                 std::to_string(static_cast<uint32_t>(bad.kind)) + ", total " +
                  std::to_string(bad.total) + ", bytes " + std::to_string(bad.bytes));
     const std::string name = "/ibcoll-malformed-" + std::to_string(getpid());
     const size_t bytes = ShmChannel::segment_bytes(2);
@@ -361,8 +365,10 @@ TEST(ShmChannel, AMalformedFragmentFailsItsSender) {
       ShmChannel channel(me, 2, SharedSegment::open(name, bytes, std::chrono::seconds(5)));
       if (me == 0) {
         const Ring ring(segment.data() + ShmChannel::ring_offset(0, 1, 2));
-        std::memcpy(ring.slot_to_fill(), &bad, sizeof(bad));
-        ring.publish();
+        for (const FragmentHeader& header : headers) {
+          std::memcpy(ring.slot_to_fill(), &header, sizeof(header));
+          ring.publish();
+        }
         std::this_thread::sleep_for(std::chrono::seconds(1));  // alive while rank 1 reads it
         return 0;
       }

@@ -18,12 +18,18 @@
  *                    once ran on Open MPI's iallreduce, and its rounds crossed these).
  *  crossed-first     Pairs of communicators whose first calls, non-blocking, come in one order
  *                    on even ranks and the other on odd ranks: both mappings contest the same
- *                    ids, and each must still get one. */
+ *                    ids, and each must still get one.
+ *  bcast-no-memory   Rank 1 cannot allocate the buffer that a strided bcast of 64 MiB is packed
+ *                    into (its address space limited just before the call), blocking and not:
+ *                    the call fails on every rank within seconds (it used to leave the others
+ *                    waiting for their deadline), and the next bcast delivers. Not under ASan,
+ *                    whose shadow memory needs an unlimited address space. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -219,11 +225,64 @@ static void crossed_first(void) {
   }
 }
 
+/* Limits this process's address space to what it maps now and `spare` bytes more; returns the
+ * limit it had. */
+static struct rlimit limit_address_space(size_t spare) {
+  struct rlimit had;
+  getrlimit(RLIMIT_AS, &had);
+  long pages = 0;
+  FILE* statm = fopen("/proc/self/statm", "r");
+  CHECK(statm && fscanf(statm, "%ld", &pages) == 1, "cannot read /proc/self/statm");
+  fclose(statm);
+  const struct rlimit tight = {(rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + spare, had.rlim_max};
+  CHECK(setrlimit(RLIMIT_AS, &tight) == 0, "cannot limit the address space");
+  return had;
+}
+
+static void bcast_no_memory(void) {
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  const int count = 16 << 20; /* ints: 64 MiB to pack where the layout is strided */
+  MPI_Datatype strided;
+  MPI_Type_vector(count, 1, 2, MPI_INT, &strided);
+  MPI_Type_commit(&strided);
+  int* data = malloc(2 * (size_t)count * sizeof(int));
+  CHECK(data, "no memory for the test's own buffer");
+  for (int blocking = 0; blocking < 2; ++blocking) {
+    for (size_t i = 0; i < 2 * (size_t)count; ++i)
+      data[i] = world_rank == 0 ? (int)i : -1;
+    struct rlimit had;
+    getrlimit(RLIMIT_AS, &had);
+    if (world_rank == 1) had = limit_address_space(16 << 20); /* 16 MiB to spare, not 64 */
+    const double start = MPI_Wtime();
+    MPI_Request request;
+    int rc;
+    if (blocking) {
+      rc = world_rank == 0 ? MPI_Bcast(data, count, MPI_INT, 0, MPI_COMM_WORLD)
+                           : MPI_Bcast(data, 1, strided, 0, MPI_COMM_WORLD);
+    } else {
+      rc = world_rank == 0 ? MPI_Ibcast(data, count, MPI_INT, 0, MPI_COMM_WORLD, &request)
+                           : MPI_Ibcast(data, 1, strided, 0, MPI_COMM_WORLD, &request);
+      if (rc == MPI_SUCCESS) rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+    }
+    setrlimit(RLIMIT_AS, &had);
+    const double took = MPI_Wtime() - start;
+    CHECK(rc != MPI_SUCCESS, "a bcast that rank 1 had no memory for succeeded (blocking %d)",
+          blocking);
+    CHECK(took < 60, "the failed bcast took %.0f s (blocking %d)", took, blocking);
+    /* The communicator still works. */
+    int value = world_rank == 0 ? 42 + blocking : 0;
+    CHECK(MPI_Bcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD) == MPI_SUCCESS && value == 42 + blocking,
+          "the bcast after the failed one: %d", value);
+  }
+  free(data);
+  MPI_Type_free(&strided);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr,
             "usage: %s dup-of-dup|two-threads|first-nonblocking|bcast-layouts|beside-mapping|"
-            "crossed-first\n",
+            "crossed-first|bcast-no-memory\n",
             argv[0]);
     return 2;
   }
@@ -246,6 +305,8 @@ int main(int argc, char** argv) {
     beside_mapping();
   } else if (!strcmp(scenario, "crossed-first")) {
     crossed_first();
+  } else if (!strcmp(scenario, "bcast-no-memory")) {
+    bcast_no_memory();
   } else {
     CHECK(0, "unknown scenario %s", scenario);
   }

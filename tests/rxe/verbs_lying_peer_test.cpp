@@ -21,6 +21,7 @@ namespace {
 enum class Lie {
   new_message_midway,  // a part of an eager message sent as the start of a new one
   write_past_length,   // a rendezvous chunk preceded by one more byte under the same immediate
+  short_part,          // a later part of an eager message that says one byte less remains
 };
 
 Lie lie;
@@ -33,6 +34,9 @@ int lying_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       if (header->type == transport::wire::Type::eager_more) {
         header->type = transport::wire::Type::eager;
       }
+    } else if (lie == Lie::short_part && w->opcode == IBV_WR_SEND && w->num_sge == 1) {
+      auto* header = reinterpret_cast<transport::wire::MessageHeader*>(w->sg_list[0].addr);
+      if (header->type == transport::wire::Type::eager_more && header->more > 0) --header->more;
     } else if (lie == Lie::write_past_length && w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
                w->num_sge == 1) {
       ibv_sge one_byte = w->sg_list[0];
@@ -87,6 +91,13 @@ void expect_lie_caught(Lie how, size_t bytes, const std::string& what) {
 // completion dropped with the replaced message.
 TEST(VerbsLyingPeer, ANewMessageBeforeTheLastEndedFailsItsReceive) {
   expect_lie_caught(Lie::new_message_midway, 20000, "began a message before finishing");
+}
+
+// An eager message in parts whose second part counts one byte less still to come than the
+// message has left: the receive fails, where the part used to be dropped and the receive left
+// waiting for the rest until its deadline.
+TEST(VerbsLyingPeer, APartThatDisagreesWithItsMessageFailsItsReceive) {
+  expect_lie_caught(Lie::short_part, 20000, "sent a part");
 }
 
 // A rendezvous (100000 bytes, one RDMA write with immediate) whose writes count one byte more

@@ -92,11 +92,19 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
       }
       break;
     case wire::Type::eager_more:
-      if (!p.assembly ||
-          p.assembly->total - p.assembly->received != header->length + header->more) {
+      if (!p.assembly) {  // its message was cut off (withdrawn, or the peer failed)
         IBCOLL_LOG(warn, "dropped a part of an eager message from peer "
                              << peer << " that began no message");
         break;
+      }
+      if (const size_t left = p.assembly->total - p.assembly->received;
+          left != header->length + header->more) {
+        return fail_peer(
+            peer, Status(Code::peer_failed, "peer " + std::to_string(peer) + " sent a part of " +
+                                                std::to_string(header->length) + " bytes with " +
+                                                std::to_string(header->more) +
+                                                " more to come where its message had " +
+                                                std::to_string(left) + " bytes left"));
       }
       add_part(peer, body, header->length);
       break;
