@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "collectives/allreduce/staged.h"
 #include "collectives/partition.h"
 #include "collectives/select.h"
 #include "collectives/tags.h"
@@ -53,6 +54,14 @@ std::unique_ptr<CollectiveTask> NodeLayout::flat_call(Collective collective, con
   Group flat{channel_, group.rank, group.peers, slots, 0};
   if (algorithm.uses_slots) flat.slot_sequence = slots->next_sequence++;
   return algorithm.make(flat, args, base_tag + static_cast<uint64_t>(offset) * kStepsPerCall);
+}
+
+std::unique_ptr<CollectiveTask> NodeLayout::node_reduce_scatter(const CollectiveArgs& args,
+                                                                uint64_t base_tag, int offset) {
+  if (!node_slots_) return nullptr;
+  Group flat{channel_, node_.rank, node_.peers, &*node_slots_, node_slots_->next_sequence++};
+  return make_staged_reduce_scatter(
+      flat, args, base_tag + static_cast<uint64_t>(offset) * kStepsPerCall, rails_);
 }
 
 CollectiveArgs NodeLayout::slice(const CollectiveArgs& args, int rail) const {

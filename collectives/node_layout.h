@@ -52,6 +52,11 @@ class NodeLayout {
                                             int offset, bool may_use_slots = true);
   // `args` narrowed to slice `rail` of rails() (send too, when there is one).
   CollectiveArgs slice(const CollectiveArgs& args, int rail) const;
+  // The node's reduce-scatter of args into the rails' slices through its staging halves (the
+  // member with local index i gets slice i of args.recv reduced, in member order), taking a
+  // slot turn; null when the node has no slot region (then a node allreduce does instead).
+  std::unique_ptr<CollectiveTask> node_reduce_scatter(const CollectiveArgs& args, uint64_t base_tag,
+                                                      int offset);
   // The node's allgather of the slices of args.recv, to add as one stage: slice i broadcast
   // from local index i, all at once under offsets first_offset.., by messages (a slot turn
   // would wait for the one before it).

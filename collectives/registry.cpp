@@ -65,8 +65,8 @@ const Algorithm kAlgorithms[] = {
      .across_nodes = true},
     {.collective = Collective::allreduce,
      .name = "rails",
-     .description = "across nodes: node allreduce, slice i across nodes by local rank i, node "
-                    "allgather (large)",
+     .description = "across nodes: node reduce-scatter, slice i across nodes by local rank i, "
+                    "node allgather (large)",
      .make = make_rails_allreduce,
      .across_nodes = true},
     {.collective = Collective::bcast,

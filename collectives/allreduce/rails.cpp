@@ -10,8 +10,12 @@ std::unique_ptr<CollectiveTask> make_rails_allreduce(Group group, CollectiveArgs
   auto schedule = std::make_unique<ScheduleTask>(group, args, base_tag);
   const bool shared = layout.node().size() > 1;
   if (shared) {
-    schedule->add(0, "the node's allreduce",
-                  layout.flat_call(Collective::allreduce, layout.node(), args, base_tag, 0));
+    if (auto scatter = layout.node_reduce_scatter(args, base_tag, 0)) {
+      schedule->add(0, "the node's reduce-scatter into the rails' slices", std::move(scatter));
+    } else {
+      schedule->add(0, "the node's allreduce",
+                    layout.flat_call(Collective::allreduce, layout.node(), args, base_tag, 0));
+    }
   }
   if (layout.rail().has_me()) {
     CollectiveArgs node_result = args;

@@ -12,15 +12,20 @@ namespace {
 
 using Region = transport::shm::SlotRegion;
 
+// With `owners` (> 0) a reduce-scatter: members below `owners` each own one contiguous slice
+// of the vector (part(count, owners, m)), each chunk takes the next piece of every slice, and a
+// member's output gets its own slice only; there is no gather.
 class StagedAllreduce final : public CollectiveTask {
  public:
-  StagedAllreduce(const Group& group, const CollectiveArgs& args, uint64_t base_tag)
+  StagedAllreduce(const Group& group, const CollectiveArgs& args, uint64_t base_tag, int owners)
       : CollectiveTask(group, args, base_tag),
         exchange_(group_, signature_of(Collective::allreduce, args_)),
+        owners_(static_cast<size_t>(owners)),
         element_(type_size(args_.type)),
         slice_(Region::kStagingHalfBytes / (static_cast<size_t>(group_.size()) * element_)),
         chunk_(slice_ * static_cast<size_t>(group_.size())),
-        chunks_((args_.count + chunk_ - 1) / chunk_) {}
+        chunks_(owners_ ? (part(args_.count, owners_, 0).count + slice_ - 1) / slice_
+                        : (args_.count + chunk_ - 1) / chunk_) {}
 
   void start() override {}
 
@@ -52,6 +57,12 @@ class StagedAllreduce final : public CollectiveTask {
   std::byte* half_of(int member) const { return staging_of(member).halves[global_chunk() % 2]; }
   // Member m's part of the current chunk, in elements of the whole vector.
   Span part_of(int member) const {
+    if (owners_) {
+      const auto m = static_cast<size_t>(member);
+      const Span slice = m < owners_ ? part(args_.count, owners_, m) : Span{};
+      const size_t done = std::min(chunk_index_ * slice_, slice.count);
+      return {slice.begin + done, std::min(slice_, slice.count - done)};
+    }
     const size_t begin = chunk_index_ * chunk_;
     const Span in_chunk = part(std::min(chunk_, args_.count - begin),
                                static_cast<size_t>(group_.size()), static_cast<size_t>(member));
@@ -112,6 +123,7 @@ class StagedAllreduce final : public CollectiveTask {
             p.count, args_.type, args_.op);
         std::memcpy(output(p.begin), result, p.count * element_);
         Region::store(mine.reduced, g + 1);
+        if (owners_) return finish_chunk();  // a reduce-scatter gathers nothing
         phase_ = Phase::gather;
         [[fallthrough]];
       }
@@ -122,12 +134,17 @@ class StagedAllreduce final : public CollectiveTask {
           const Span p = part_of(m);
           std::memcpy(output(p.begin), half_of(m) + offset_of(m), p.count * element_);
         }
-        Region::store(mine.finished, g + 1);
-        phase_ = Phase::contribute;
-        ++chunk_index_;
-        return true;
+        return finish_chunk();
       }
     }
+    return true;
+  }
+
+  // Done with this chunk's halves: the members may overwrite this rank's half two chunks on.
+  bool finish_chunk() {
+    Region::store(staging_of(group_.rank).finished, global_chunk() + 1);
+    phase_ = Phase::contribute;
+    ++chunk_index_;
     return true;
   }
 
@@ -157,6 +174,7 @@ class StagedAllreduce final : public CollectiveTask {
   }
 
   SlotExchange exchange_;
+  size_t owners_;                            // a reduce-scatter's slice owners; 0: allreduce
   size_t element_, slice_, chunk_, chunks_;  // slice and chunk in elements
   bool checked_ = false;
   uint64_t first_ = 0;  // the communicator's staged chunk count when this call began
@@ -170,7 +188,12 @@ class StagedAllreduce final : public CollectiveTask {
 
 std::unique_ptr<CollectiveTask> make_staged_allreduce(Group group, CollectiveArgs args,
                                                       uint64_t base_tag) {
-  return std::make_unique<StagedAllreduce>(group, args, base_tag);
+  return std::make_unique<StagedAllreduce>(group, args, base_tag, 0);
+}
+
+std::unique_ptr<CollectiveTask> make_staged_reduce_scatter(Group group, CollectiveArgs args,
+                                                           uint64_t base_tag, int owners) {
+  return std::make_unique<StagedAllreduce>(group, args, base_tag, owners);
 }
 
 }  // namespace ibcoll::collectives

@@ -13,5 +13,10 @@ namespace ibcoll::collectives {
 
 std::unique_ptr<CollectiveTask> make_staged_allreduce(Group group, CollectiveArgs args,
                                                       uint64_t base_tag);
+// The same passes without the last: members 0..owners-1 each own the contiguous slice
+// part(count, owners, m) of the vector, and each one's output gets its own slice reduced (in
+// member order, as the allreduce reduces it); the rest of every output is left as it was.
+std::unique_ptr<CollectiveTask> make_staged_reduce_scatter(Group group, CollectiveArgs args,
+                                                           uint64_t base_tag, int owners);
 
 }  // namespace ibcoll::collectives

@@ -109,6 +109,38 @@ TEST(VerbsCollectives, HierarchicalAcrossPretendNodes) {
   }
 }
 
+// Forced rails on two pretend nodes of two: the node stage is the reduce-scatter through the
+// staging halves, not a node allreduce. Rank 0 never makes the call, so rank 1, its node's
+// other member, waits in that stage until its deadline (calls unchecked: a checked one would
+// wait in its call check first), and its error says so (a silent fallback to the node allreduce
+// would name that stage instead); nobody hangs.
+TEST(VerbsCollectives, RailsReduceScattersInsideTheNode) {
+  RankOptions options;
+  options.environment = {
+      {"IBCOLL_ALLREDUCE_ALGO", "rails"}, {"IBCOLL_CHECK_CALLS", "0"}, {"IBCOLL_TIMEOUT", "5s"}};
+  const auto exits = run_ranks(
+      4,
+      [](int me, int) {
+        setenv("IBCOLL_NODE", me < 2 ? "pretend-node-0" : "pretend-node-1", 1);
+        CapiRank r;
+        if (me != 0) {
+          std::vector<float> data(1 << 16, 1.0f);
+          const ibcoll_status_t s = ibcoll_allreduce(IBCOLL_IN_PLACE, data.data(), data.size(),
+                                                     IBCOLL_FLOAT32, IBCOLL_SUM, r.world());
+          RANK_CHECK(s != IBCOLL_SUCCESS, "the allreduce went on without rank 0");
+          if (me == 1) {
+            RANK_CHECK(std::strstr(ibcoll_last_error(), "the node's reduce-scatter"),
+                       ibcoll_last_error());
+          }
+        }
+        meet_without_ibcoll("rails-answered", me, {0, 1, 2, 3});
+        return 0;
+      },
+      options);
+  meeting_over("rails-answered", {0, 1, 2, 3});
+  expect_all_ok(exits);
+}
+
 // Ranks that disagree fail together over verbs too, and the communicator goes on working.
 TEST(VerbsCollectives, MismatchFailsEveryRank) {
   RankOptions options;
