@@ -118,11 +118,17 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-bool under_launcher() {
-  for (const char* name : {"IBCOLL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+// Started by an MPI launcher (mpirun, srun): MPI_Init finds the job.
+bool under_mpi_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
     if (std::getenv(name)) return true;
   }
   return false;
+}
+
+// Started by a launcher: an MPI one, or one that sets IBCOLL_RANK and IBCOLL_SIZE.
+bool under_launcher() {
+  return std::getenv("IBCOLL_RANK") || under_mpi_launcher();
 }
 
 // What the header says about the run.
@@ -189,10 +195,8 @@ int mpi_allgather(const void* mine, void* all, size_t bytes, void*) {
   const int count = static_cast<int>(bytes);
   return MPI_Allgather(mine, count, MPI_BYTE, all, count, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS;
 }
-#endif
 
-int run_under_launcher(const Options& o) {
-#ifdef IBCOLL_BENCH_MPI
+int run_under_mpi(const Options& o) {
   MPI_Init(nullptr, nullptr);
   int code = 1;
   try {
@@ -207,18 +211,35 @@ int run_under_launcher(const Options& o) {
   }
   MPI_Finalize();
   return code;
-#else
-  if (o.compare_mpi) usage("--compare-mpi: this build has no MPI");
-  return run(o, *make_ibcoll_subject(), nullptr, false);
+}
 #endif
+
+// Under a launcher that only says IBCOLL_RANK and IBCOLL_SIZE (ci/cluster-run), ibcoll's own
+// bootstrap finds the job; MPI_Init there would make every rank a job of one.
+int run_under_launcher(const Options& o) {
+#ifdef IBCOLL_BENCH_MPI
+  if (under_mpi_launcher()) return run_under_mpi(o);
+#endif
+  try {
+    return run(o, *make_ibcoll_subject(), nullptr, false);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ibcoll_bench: %s\n", e.what());
+    return 1;
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
+#ifdef IBCOLL_BENCH_MPI
+  const bool mpi = under_mpi_launcher();
+#else
+  const bool mpi = false;  // this build cannot time MPI's collectives
+#endif
+  if (o.compare_mpi && !mpi)
+    usage("--compare-mpi needs mpirun (mpirun -np 2 ibcoll_bench --compare-mpi)");
   if (under_launcher()) return run_under_launcher(o);
-  if (o.compare_mpi) usage("--compare-mpi needs mpirun (mpirun -np 2 ibcoll_bench --compare-mpi)");
   ibcoll::runtime::LaunchOptions launch;
   launch.deadline = std::chrono::seconds(3600);
   const auto exits = ibcoll::runtime::launch_local_ranks(
