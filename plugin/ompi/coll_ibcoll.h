@@ -192,12 +192,15 @@ int mca_coll_ibcoll_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, 
                            mca_coll_base_module_t* module);
 /* The message of a failed call, before the communicator's error handler runs; the MPI error. */
 int mca_coll_ibcoll_outcome(ibcoll_status_t status, const char* call, ompi_communicator_t* comm);
-/* A non-contiguous bcast's bytes, back into the caller's layout (not at the root). */
-/* The bcast's outcome at `rank` for `status` from ibcoll: its bytes unpacked into the caller's
- * layout where they were packed, MPI_ERR_NO_MEM for an unpackable call. */
-int mca_coll_ibcoll_bcast_outcome(const mca_coll_ibcoll_call_t* call, int rank,
-                                  ibcoll_status_t status, const char* name,
-                                  ompi_communicator_t* comm);
+/* A bcast's outcome for `status` from ibcoll: as mca_coll_ibcoll_outcome, but MPI_ERR_NO_MEM
+ * (said) for an unpackable call. */
+int mca_coll_ibcoll_bcast_outcome(const mca_coll_ibcoll_call_t* call, ibcoll_status_t status,
+                                  const char* name, ompi_communicator_t* comm);
+/* A bcast that went well, its bytes back into the caller's layout where they were packed (not at
+ * the root): MPI_SUCCESS, or MPI_ERR_INTERN (said) when the convertor fails. Call unlocked: it
+ * copies the whole message. */
+int mca_coll_ibcoll_unpack(const mca_coll_ibcoll_call_t* call, int rank, const char* name,
+                           ompi_communicator_t* comm);
 
 /* coll_ibcoll_request.c */
 /* A non-blocking call through ibcoll as an Open MPI request in *out: started now when the

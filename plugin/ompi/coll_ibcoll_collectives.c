@@ -154,22 +154,23 @@ static void lay_out_bcast(mca_coll_ibcoll_call_t* call, int rank) {
   call->unpackable = true;
 }
 
-int mca_coll_ibcoll_bcast_outcome(const mca_coll_ibcoll_call_t* call, int rank,
-                                  ibcoll_status_t status, const char* name,
-                                  ompi_communicator_t* comm) {
-  if (call->unpackable) {
-    opal_output(0, "coll:ibcoll: %s on %s failed: no memory to pack its datatype's bytes into",
-                name, comm->c_name);
-    return MPI_ERR_NO_MEM;
+int mca_coll_ibcoll_bcast_outcome(const mca_coll_ibcoll_call_t* call, ibcoll_status_t status,
+                                  const char* name, ompi_communicator_t* comm) {
+  if (!call->unpackable) return mca_coll_ibcoll_outcome(status, name, comm);
+  opal_output(0, "coll:ibcoll: %s on %s failed: no memory to pack its datatype's bytes into", name,
+              comm->c_name);
+  return MPI_ERR_NO_MEM;
+}
+
+int mca_coll_ibcoll_unpack(const mca_coll_ibcoll_call_t* call, int rank, const char* name,
+                           ompi_communicator_t* comm) {
+  if (!call->packed || rank == call->root ||
+      convert(false, call->mpi_recv, call->mpi_count, call->mpi_type, call->packed, call->count)) {
+    return MPI_SUCCESS;
   }
-  const int rc = mca_coll_ibcoll_outcome(status, name, comm);
-  if (rc != MPI_SUCCESS || !call->packed || rank == call->root) return rc;
-  if (!convert(false, call->mpi_recv, call->mpi_count, call->mpi_type, call->packed, call->count)) {
-    opal_output(0, "coll:ibcoll: %s on %s failed: cannot unpack into the caller's datatype", name,
-                comm->c_name);
-    return MPI_ERR_INTERN;
-  }
-  return MPI_SUCCESS;
+  opal_output(0, "coll:ibcoll: %s on %s failed: cannot unpack into the caller's datatype", name,
+              comm->c_name);
+  return MPI_ERR_INTERN;
 }
 
 /* ---- outcomes -------------------------------------------------------------------------------- */
@@ -254,7 +255,8 @@ int mca_coll_ibcoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, i
   lay_out_bcast(&c, rank);
   const ibcoll_status_t s = ibcoll_bcast(c.recv, c.count, IBCOLL_UINT8, root, ic);
   mca_coll_ibcoll_unlock();
-  const int rc = mca_coll_ibcoll_bcast_outcome(&c, rank, s, "MPI_Bcast", comm);
+  int rc = mca_coll_ibcoll_bcast_outcome(&c, s, "MPI_Bcast", comm);
+  if (rc == MPI_SUCCESS) rc = mca_coll_ibcoll_unpack(&c, rank, "MPI_Bcast", comm);
   free(c.packed);
   return rc;
 }

@@ -158,7 +158,7 @@ static bool check(mca_coll_ibcoll_request_t* r) {
     ibcoll_request_free(&r->ibcoll);
     const mca_coll_ibcoll_call_t* c = &r->call;
     ompi_communicator_t* comm = r->module->comm;
-    end(r, c->bcast ? mca_coll_ibcoll_bcast_outcome(c, ompi_comm_rank(comm), s, "MPI_Ibcast", comm)
+    end(r, c->bcast ? mca_coll_ibcoll_bcast_outcome(c, s, "MPI_Ibcast", comm)
                     : mca_coll_ibcoll_outcome(s, "MPI_Iallreduce", comm));
   } else if (r->previous) {
     if (!REQUEST_COMPLETE(r->previous)) return false;
@@ -173,6 +173,8 @@ static bool check(mca_coll_ibcoll_request_t* r) {
 static void complete(mca_coll_ibcoll_request_t* r) {
   mca_coll_ibcoll_call_t* c = &r->call;
   ompi_communicator_t* comm = r->module->comm;
+  if (r->status == MPI_SUCCESS)
+    r->status = mca_coll_ibcoll_unpack(c, ompi_comm_rank(comm), "MPI_Ibcast", comm);
   free(c->packed);
   OBJ_RELEASE(c->mpi_type);
   if (c->mpi_op) OBJ_RELEASE(c->mpi_op);
