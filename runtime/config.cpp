@@ -37,8 +37,9 @@ const Variable kVariables[] = {
     {"IBCOLL_CHECK_CALLS", "1", "check that all ranks make the same collective call (0|1)"},
     {"IBCOLL_SHM_SLOTS", "1",
      "run node-local collectives in the shared slots and staging halves (0|1)"},
-    {"IBCOLL_SHM_SINGLE_COPY", "0",
-     "node-local messages of at least this size are read from the sender (CMA); 0: rings only"},
+    {"IBCOLL_SHM_SINGLE_COPY", "auto",
+     "node-local messages of these sizes are read from the sender (CMA): FROM (and up) or "
+     "FROM-BELOW; 0: rings only; auto: measured between two ranks of the node at start-up"},
     {"IBCOLL_DEVICE", "",
      "verbs device as name[:port]; empty: the active one nearest this rank's cpus (ranks of a "
      "node take turns over equally near ones)"},
@@ -125,6 +126,18 @@ size_t parse_size(const char* name, const std::string& text) {
                 std::string(name) + ": '" + text + "' is not a size (e.g. 8192, 64k, 1M, 1G)");
   }
   return static_cast<size_t>(parse_integer(name, text.substr(0, digits), 0, 1L << 40)) * scale;
+}
+
+transport::shm::SingleCopySizes parse_single_copy(const std::string& text) {
+  constexpr const char* kName = "IBCOLL_SHM_SINGLE_COPY";
+  const size_t dash = text.find('-');
+  transport::shm::SingleCopySizes sizes{parse_size(kName, text.substr(0, dash))};
+  if (dash != std::string::npos) sizes.below = parse_size(kName, text.substr(dash + 1));
+  if (sizes.from != 0 && sizes.below <= sizes.from) {
+    throw Error(Code::invalid_argument, std::string(kName) + ": '" + text +
+                                            "' is an empty range (FROM-BELOW, FROM < BELOW)");
+  }
+  return sizes;
 }
 
 std::chrono::milliseconds parse_timeout(const std::string& text) {
@@ -235,7 +248,9 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   c.policy.bcast_algorithm = get("IBCOLL_BCAST_ALGO");
   c.policy.check_calls = parse_bool("IBCOLL_CHECK_CALLS", get("IBCOLL_CHECK_CALLS"));
   c.shm_slots = parse_bool("IBCOLL_SHM_SLOTS", get("IBCOLL_SHM_SLOTS"));
-  c.shm.single_copy_threshold = parse_size("IBCOLL_SHM_SINGLE_COPY", get("IBCOLL_SHM_SINGLE_COPY"));
+  const std::string single_copy = get("IBCOLL_SHM_SINGLE_COPY");
+  c.calibrate_single_copy = single_copy == "auto";
+  if (!c.calibrate_single_copy) c.shm.single_copy = parse_single_copy(single_copy);
 #ifdef IBCOLL_HAVE_VERBS
   auto& v = c.verbs;
   v.device = get("IBCOLL_DEVICE");

@@ -47,6 +47,7 @@ struct Config {
   collectives::Policy policy;  // forced algorithms, call checks
   bool shm_slots = true;       // node-local communicators get the slot region
   transport::shm::ShmOptions shm;
+  bool calibrate_single_copy = true;  // shm.single_copy measured at start-up
 #ifdef IBCOLL_HAVE_VERBS
   transport::verbs::Options verbs;
   std::string xrc_dir;  // where the per-job XRC domain files go
@@ -69,6 +70,8 @@ void check_shared_settings(const std::vector<std::string>& settings);
 // IBCOLL_TIMEOUT=0: no deadline (a century, so that deadlines computed from it never overflow).
 inline constexpr std::chrono::milliseconds kNoTimeout = std::chrono::hours(24 * 365 * 100);
 std::chrono::milliseconds parse_timeout(const std::string& text);
+// IBCOLL_SHM_SINGLE_COPY other than auto: "0", "FROM" (and up) or "FROM-BELOW".
+transport::shm::SingleCopySizes parse_single_copy(const std::string& text);
 
 // Parsers shared by the table; each throws Error(invalid_argument) naming `name`.
 std::chrono::milliseconds parse_duration(const char* name, const std::string& text);

@@ -127,6 +127,11 @@ void Context::open_transports() {
     shm_ = open_shm_channel(job_, node_ranks, node);
     if (node_ranks.size() == 1) shm_.reset();  // nobody to share with
   }
+  thresholds_ = "IBCOLL_SHM_SINGLE_COPY=" +
+                (shm_ ? shm_->single_copy().text() + " (" + shm_->single_copy_origin() + ")"
+                      : std::string("unused (no other rank shares this node)")) +
+                "\n";
+  IBCOLL_LOG(info, thresholds_.substr(0, thresholds_.size() - 1));
   if (use_verbs) {
 #ifdef IBCOLL_HAVE_VERBS
     verbs_ = open_verbs_channel(job_, placement_);

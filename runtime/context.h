@@ -63,6 +63,9 @@ class Context {
   };
   // What the transports have done since the start (ibcoll_get_counters).
   Counters counters() const;
+  // The thresholds this process runs with that the machine decides, a line each:
+  // "VARIABLE=value (where the value came from)" (ibcoll_thresholds).
+  const std::string& thresholds() const { return thresholds_; }
 
   // Collective over `parent`: members with the same color (≥ 0) form a communicator, ordered
   // by key, then parent rank. Null for a negative color.
@@ -121,6 +124,7 @@ class Context {
   Job job_;
   Placement placement_;  // this node's ranks, their cpus, its topology
   std::unique_ptr<transport::shm::ShmChannel> shm_;
+  std::string thresholds_;
 #ifdef IBCOLL_HAVE_VERBS
   std::unique_ptr<transport::verbs::VerbsChannel> verbs_;
 #endif

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "runtime/bootstrap/set_up_exchange.h"
+#include "transport/shm/single_copy_calibration.h"
 
 namespace ibcoll::runtime {
 
@@ -47,10 +48,30 @@ std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
     throw;
   }
   if (creator) segment->unlink();
-  bootstrap.barrier("shm-unlinked");  // set-up leaves nothing behind on any rank's return
   auto channel =
       std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment), job.config().shm);
   channel->name_peers(node_ranks);
+  // Once every rank has passed this exchange no name is left behind. The node's first two ranks
+  // measure single copy against the rings on the way, and the exchange carries the verdict (the
+  // first one's part) to the node's other ranks, so they all take the same path.
+  const bool calibrate = job.config().calibrate_single_copy && local_size >= 2;
+  const std::vector<std::string> parts = exchange_set_up(bootstrap, "shm-unlinked", [&] {
+    if (!calibrate || local_rank > 1) return std::string();
+    const auto measured = transport::shm::calibrate_single_copy(
+        *channel, 1 - local_rank, local_rank == 0, Deadline(job.config().timeout));
+    return std::to_string(measured.sizes.from) + " " + std::to_string(measured.sizes.below) + "\n" +
+           measured.summary;
+  });
+  if (calibrate) {
+    const std::string& verdict = parts[static_cast<size_t>(node_ranks[0])];
+    size_t below_at = 0;
+    const size_t from = std::stoul(verdict, &below_at);
+    const size_t below = std::stoul(verdict.substr(below_at));
+    channel->set_single_copy({from, below},
+                             "measured at start-up: " + verdict.substr(verdict.find('\n') + 1));
+  } else {
+    channel->set_single_copy(channel->single_copy(), "IBCOLL_SHM_SINGLE_COPY");
+  }
   return channel;
 }
 

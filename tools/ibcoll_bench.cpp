@@ -150,6 +150,11 @@ int run(const Options& o, Subject& ours, Subject* theirs, bool forked) {
                 o.settings.pipelined ? "back-to-back calls timed as a loop (--pipelined)"
                                      : "each call timed alone between barriers (OSU)",
                 std::getenv("IBCOLL_CHECK_CALLS") ? std::getenv("IBCOLL_CHECK_CALLS") : "1");
+    const std::string thresholds = ours.thresholds();
+    for (size_t at = 0, end; at < thresholds.size(); at = end + 1) {
+      end = std::min(thresholds.find('\n', at), thresholds.size());
+      std::printf("# %s\n", thresholds.substr(at, end - at).c_str());
+    }
   }
   std::vector<Measurement> all;
   for (Collective collective : o.collectives) {

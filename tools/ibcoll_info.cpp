@@ -1,7 +1,8 @@
 // ibcoll_info: prints the configuration table (every IBCOLL_* variable, its default and its
-// current value), the algorithm table with what the selection picks by size, the topology
-// (IBCOLL_TOPOLOGY or this machine's) with the RDMA device each core would use, and, when a
-// verbs device is present, what the transport would use.
+// current value), the algorithm table with what the selection picks by size, the thresholds two
+// ranks of this machine run with (measured by two forked ranks, as at any job's start), the
+// topology (IBCOLL_TOPOLOGY or this machine's) with the RDMA device each core would use, and,
+// when a verbs device is present, what the transport would use.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +14,9 @@
 
 #include "base/status.h"
 #include "collectives/select.h"
+#include "runtime/bootstrap/local_launch.h"
 #include "runtime/config.h"
+#include "runtime/context.h"
 #include "topo/device_choice.h"
 #include "topo/topology.h"
 #ifdef IBCOLL_HAVE_VERBS
@@ -36,6 +39,29 @@ std::string ranges(const std::vector<int>& sorted) {
     i = end + 1;
   }
   return text;
+}
+
+// What the machine decides for a job, as two of its ranks on this node would: two ranks forked
+// here start ibcoll (measuring what is left to measure) and the first prints the outcome. Forked
+// before this process makes any verbs call.
+void print_thresholds() {
+  using namespace ibcoll;
+  std::printf(
+      "\nthresholds two ranks of this machine run with (two forked ranks started ibcoll)\n\n");
+  std::fflush(stdout);
+  const auto exits = runtime::launch_local_ranks(2, [](int rank, int) {
+    try {
+      runtime::Context context;
+      if (rank == 0) std::printf("%s", context.thresholds().c_str());
+      std::fflush(stdout);
+      return 0;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 1;
+    }
+  });
+  if (!std::all_of(exits.begin(), exits.end(), [](const auto& e) { return e.ok(); }))
+    std::printf("(two ranks could not start: %s)\n", runtime::describe(exits).c_str());
 }
 
 // The topology, this process's place in it, and which device a rank bound to each core (local
@@ -119,6 +145,7 @@ int main(int argc, char** argv) {
       std::printf("\n");
     }
   }
+  print_thresholds();
   try {
     const runtime::Config config = runtime::Config::from_environment();
     log::set_level(config.log_level);

@@ -177,6 +177,10 @@ typedef struct {
   uint64_t shm_messages_sent, shm_bytes_sent;
 } ibcoll_counters_t;
 ibcoll_status_t ibcoll_get_counters(ibcoll_context_t context, ibcoll_counters_t* counters);
+/* The thresholds this process runs with that the machine decides, a line each, as
+ * "VARIABLE=value (where the value came from)": e.g. IBCOLL_SHM_SINGLE_COPY, measured between
+ * two ranks of the node at start-up unless set. Owned by the context; NULL on a bad argument. */
+const char* ibcoll_thresholds(ibcoll_context_t context);
 /* The ranks of `comm` in the order ring and chain algorithms pass data (node by node, the
  * ranks of one package together): `order` gets ibcoll_comm_size() entries. */
 ibcoll_status_t ibcoll_ring_order(ibcoll_comm_t comm, int* order);

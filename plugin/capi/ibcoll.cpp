@@ -449,6 +449,16 @@ ibcoll_status_t ibcoll_get_counters(ibcoll_context_t context, ibcoll_counters_t*
   });
 }
 
+const char* ibcoll_thresholds(ibcoll_context_t context) {
+  const char* text = nullptr;
+  const ibcoll_status_t status = guarded([&] {
+    require(context, "context");
+    text = context->context->thresholds().c_str();
+    return Status();
+  });
+  return status == IBCOLL_SUCCESS ? text : nullptr;
+}
+
 ibcoll_status_t ibcoll_ring_order(ibcoll_comm_t comm, int* order) {
   return guarded([&] {
     require(comm, "comm");

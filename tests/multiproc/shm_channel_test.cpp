@@ -93,6 +93,70 @@ TEST(ShmChannel, RefusedSingleCopyFallsBackToTheRing) {
       single_copy_from("1")));
 }
 
+// Only messages inside the window go by single copy: rank 1 may not read rank 0's memory, so
+// the first message rank 0 sends it by single copy is refused, and rank 0 then knows. Messages
+// below and above the window (4K-1M) leave it unknowing; one inside it does not.
+TEST(ShmChannel, OnlyMessagesInsideTheWindowGoBySingleCopy) {
+  expect_all_ok(run_ranks(
+      2,
+      [](int me, int) {
+        runtime::ShmEndpoint r;
+        if (me == 1) forbid_reading_other_processes();
+        r.bootstrap().barrier("forbidden");
+        exchange_all_to_all(r, r.channel(), {2000, 1 << 20, 16 << 20});
+        if (me == 0) {
+          RANK_CHECK(r.channel().single_copy_possible(1), "a size outside 4K-1M was refused");
+        }
+        exchange_all_to_all(r, r.channel(), {(1 << 20) - 1});
+        if (me == 0) {
+          RANK_CHECK(!r.channel().single_copy_possible(1), "1M-1 did not go by single copy");
+        }
+        r.bootstrap().barrier("end");
+        return 0;
+      },
+      single_copy_from("4K-1M")));
+}
+
+// With IBCOLL_SHM_SINGLE_COPY unset, the node's first two ranks measure single copy against the
+// rings at start-up, and every rank of the node runs with their verdict (one of the sizes
+// measured, or rings only) and says where it came from. Where the kernel refuses single copy to
+// either of the two (a seccomp filter on rank 0 or on rank 1), it is rings only on every rank. A
+// value that is set is taken as set.
+TEST(ShmChannel, SingleCopyIsMeasuredAtStartAndAgreedAcrossTheNode) {
+  for (int forbidden : {-1, 0, 1}) {
+    SCOPED_TRACE("process_vm_readv forbidden on rank " + std::to_string(forbidden));
+    expect_all_ok(run_ranks(3, [forbidden](int me, int) {
+      if (me == forbidden) forbid_reading_other_processes();
+      runtime::ShmEndpoint r;
+      const std::string mine = r.channel().single_copy().text();
+      const std::string origin = r.channel().single_copy_origin();
+      const auto all = r.bootstrap().allgather("threshold", mine);
+      RANK_CHECK(
+          std::count(all.begin(), all.end(), all[0]) == 3,
+          "the ranks run with different thresholds: " + all[0] + ", " + all[1] + ", " + all[2]);
+      RANK_CHECK(origin.rfind("measured at start-up: ", 0) == 0, origin);
+      if (forbidden >= 0) {
+        RANK_CHECK(mine == "0" && origin.find("refused") != std::string::npos, origin);
+      } else {
+        RANK_CHECK(origin.find("rings / single copy: 64K") != std::string::npos, origin);
+      }
+      exchange_all_to_all(r, r.channel(), {0, 100000, 1 << 20});
+      r.bootstrap().barrier("end");
+      return 0;
+    }));
+  }
+  expect_all_ok(run_ranks(
+      2,
+      [](int, int) {
+        runtime::ShmEndpoint r;
+        RANK_CHECK(r.channel().single_copy().text() == "4K-1M" &&
+                       r.channel().single_copy_origin() == "IBCOLL_SHM_SINGLE_COPY",
+                   r.channel().single_copy_origin());
+        return 0;
+      },
+      single_copy_from("4K-1M")));
+}
+
 // Messages sent long before their receive is posted wait in the unexpected queue intact, in
 // order per tag; a buffer too small for its message completes with `truncated`.
 TEST(ShmChannel, UnexpectedAndTruncatedMessages) {

@@ -40,6 +40,7 @@ TEST(Config, DefaultsComeFromTheTable) {
   EXPECT_EQ(c.verbs.gid_index, -1);
   EXPECT_EQ(c.verbs.xrc, transport::verbs::XrcMode::automatic);
   EXPECT_FALSE(c.verbs.mr_cache);
+  EXPECT_TRUE(c.calibrate_single_copy);
   for (const Variable& v : config_variables()) {
     EXPECT_EQ(std::string(v.name).rfind("IBCOLL_", 0), 0u);
     EXPECT_NE(std::string(v.description), "");
@@ -72,6 +73,26 @@ TEST(Config, ParsesEveryKind) {
   EXPECT_EQ(c.verbs.keepalive, std::chrono::seconds(2));
 }
 
+// IBCOLL_SHM_SINGLE_COPY: a window of sizes, a lower bound alone, or none; each is taken as
+// given (no calibration), and written back the same way.
+TEST(Config, SingleCopySizesAreAWindow) {
+  using transport::shm::SingleCopySizes;
+  const auto sizes = [](const char* text) {
+    const Config c = Config::from_environment(lookup_in({{"IBCOLL_SHM_SINGLE_COPY", text}}));
+    EXPECT_FALSE(c.calibrate_single_copy);
+    return c.shm.single_copy;
+  };
+  EXPECT_EQ(sizes("64K-2M"), (SingleCopySizes{64 << 10, 2 << 20}));
+  EXPECT_EQ(sizes("4096"), (SingleCopySizes{4096, SingleCopySizes::kUnbounded}));
+  EXPECT_EQ(sizes("0"), SingleCopySizes{});
+  EXPECT_FALSE(sizes("64K-2M").holds(2 << 20));
+  EXPECT_TRUE(sizes("64K-2M").holds((2 << 20) - 1));
+  EXPECT_FALSE(sizes("64K-2M").holds((64 << 10) - 1));
+  EXPECT_FALSE(sizes("0").holds(1 << 20));
+  for (const char* text : {"64K-2M", "64K", "0", "1000-3000"})
+    EXPECT_EQ(parse_single_copy(text).text(), text);
+}
+
 // IBCOLL_TIMEOUT=0 turns the deadline off: a century, long enough never to pass and short
 // enough that a deadline computed from it does not overflow the clock.
 TEST(Config, ATimeoutOfZeroIsNone) {
@@ -94,6 +115,8 @@ TEST(Config, BadValuesNameTheirVariable) {
   expect_error_naming({{"IBCOLL_SRQ_DEPTH", "0"}}, "IBCOLL_SRQ_DEPTH");
   expect_error_naming({{"IBCOLL_CREDITS", "0"}}, "IBCOLL_CREDITS");
   expect_error_naming({{"IBCOLL_MR_CACHE", "perhaps"}}, "IBCOLL_MR_CACHE");
+  for (const char* text : {"big", "2M-64K", "64K-", "64K-64K"})
+    expect_error_naming({{"IBCOLL_SHM_SINGLE_COPY", text}}, "IBCOLL_SHM_SINGLE_COPY");
 }
 
 // Settings the ranks must share: one rank set differently from the others in any of them is

@@ -65,6 +65,11 @@ class IbcollSubject final : public Subject {
     return name ? name : "?";
   }
 
+  std::string thresholds() override {
+    const char* text = ibcoll_thresholds(context_);
+    return text ? text : "";
+  }
+
   std::string transport_to(int rank) override {
     const char* name = ibcoll_transport(world_, rank);
     return name ? name : "?";

@@ -30,6 +30,8 @@ class Subject {
   virtual std::string algorithm(Collective collective, size_t count) = 0;
   // How this rank reaches `rank` ("" where the library does not say).
   virtual std::string transport_to(int rank) = 0;
+  // The thresholds the machine decided for the library, a line each ("" where it does not say).
+  virtual std::string thresholds() { return {}; }
 };
 
 // ibcoll from the environment (ibcoll_init) or through `bootstrap` (ibcoll_init_with); throws on

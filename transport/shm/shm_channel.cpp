@@ -80,8 +80,7 @@ void ShmChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
   check_send(peer, buffer, length, done);
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.failed) return completions_.add(std::move(done), p.failure, 0);
-  const bool single_copy = p.single_copy && options_.single_copy_threshold != 0 &&
-                           length >= options_.single_copy_threshold;
+  const bool single_copy = p.single_copy && options_.single_copy.holds(length);
   p.outgoing.push_back({single_copy ? Kind::rendezvous : Kind::first, tag, 0,
                         static_cast<const std::byte*>(buffer), length, 0, std::move(done)});
   fill(peer);

@@ -26,6 +26,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -69,6 +70,17 @@ class ShmChannel final : public Channel {
   int poll() override;
   // The flag/slot region of the node's segment, for node-local collectives.
   const SlotRegion& slots() const { return slots_; }
+  // The message sizes that go by single copy, and why (in words).
+  const SingleCopySizes& single_copy() const { return options_.single_copy; }
+  const std::string& single_copy_origin() const { return single_copy_origin_; }
+  void set_single_copy(const SingleCopySizes& sizes, std::string origin = {}) {
+    options_.single_copy = sizes;
+    single_copy_origin_ = std::move(origin);
+  }
+  // False once `peer` has refused to read this rank's memory (then everything goes by the rings).
+  bool single_copy_possible(int peer) const {
+    return peers_[static_cast<size_t>(peer)].single_copy;
+  }
 
  private:
   using Kind = FragmentKind;
@@ -151,6 +163,7 @@ class ShmChannel final : public Channel {
   std::vector<int> job_ranks_;  // per peer, when named
   SharedSegment segment_;
   ShmOptions options_;
+  std::string single_copy_origin_;  // why options_.single_copy is what it is
   SlotRegion slots_;
   std::vector<Peer> peers_;
   MatchTable<PostedRecv, Arrival> matches_;

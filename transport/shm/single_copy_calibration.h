@@ -1,0 +1,42 @@
+// Whether single copy (process_vm_readv) beats the rings' two copies on this node, and for which
+// sizes, measured where it matters: between two of the node's ranks, through their channel. The
+// one-way time of a message (half a round trip, the best of a few) at each of a few sizes, by
+// both paths; single copy is chosen from the smallest size at which it wins by a margin up to
+// the next size at which it does not. Machines differ here (the kernel's copy against
+// cache-to-cache copies, one on each side at once), so no constant in the code decides it.
+// About 10 ms of traffic.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "base/deadline.h"
+#include "transport/shm/options.h"
+#include "transport/shm/shm_channel.h"
+
+namespace ibcoll::transport::shm {
+
+struct SingleCopyCalibration {
+  SingleCopySizes sizes;  // none where single copy never won or was refused
+  std::string summary;    // what was measured (or why nothing was), in words
+};
+
+// Both ranks of a pair call it, each naming the other as `peer`; the `leader` times, the other
+// echoes (its result is empty). The channel's sizes are left as they were. Throws
+// Error(timeout) at the deadline, or the channel's error with the peer.
+SingleCopyCalibration calibrate_single_copy(ShmChannel& channel, int peer, bool leader,
+                                            const Deadline& deadline);
+
+// One-way times of a message of `bytes` by the two paths.
+struct CopyTimes {
+  size_t bytes;
+  double rings_ns, single_ns;
+};
+
+// The sizes from times at ascending sizes: from the smallest size at which single copy takes at
+// most 90% of the rings' time, up to (not including) the next size at which it does not; none
+// if it wins at none. A win after that loss does not count (the window is one run of sizes).
+SingleCopySizes single_copy_sizes(std::span<const CopyTimes> ascending);
+
+}  // namespace ibcoll::transport::shm
