@@ -54,7 +54,8 @@ const Algorithm& Communicator::choose(Collective collective, size_t count, DataT
       collective == Collective::allreduce ? policy_.allreduce_algorithm : policy_.bcast_algorithm;
   const int nodes = layout_ ? static_cast<int>(layout_->hierarchy().nodes().size()) : 1;
   return select_algorithm(collective, count * type_size(type),
-                          {size(), slots_.has_value(), nodes, policy_.check_calls && size() > 1},
+                          {size(), slots_.has_value(), nodes, policy_.check_calls && size() > 1,
+                           nodes == 1 ? policy_.single_copy : transport::shm::SingleCopySizes{}},
                           forced);
 }
 

@@ -12,6 +12,7 @@
 #include "collectives/node_layout.h"
 #include "collectives/operation.h"
 #include "collectives/registry.h"
+#include "transport/shm/options.h"
 
 namespace ibcoll::collectives {
 
@@ -33,6 +34,9 @@ struct Policy {
   std::string allreduce_algorithm;  // empty or "auto": by the selection table
   std::string bcast_algorithm;
   bool check_calls = true;  // run the call check beside every collective
+  // This node's single-copy sizes (measured at start-up): what its members read straight from
+  // each other, for the choice on groups inside the node.
+  transport::shm::SingleCopySizes single_copy;
 };
 
 class Communicator {

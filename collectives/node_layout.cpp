@@ -50,7 +50,7 @@ std::unique_ptr<CollectiveTask> NodeLayout::flat_call(Collective collective, con
                                                       int offset, bool may_use_slots) {
   SlotGroup* slots = &group == &node_ && may_use_slots && node_slots_ ? &*node_slots_ : nullptr;
   const Algorithm& algorithm = select_algorithm(collective, args.count * type_size(args.type),
-                                                {group.size(), slots != nullptr, 1}, "");
+                                                {group.size(), slots != nullptr, 1, false, {}}, "");
   Group flat{channel_, group.rank, group.peers, slots, 0};
   if (algorithm.uses_slots) flat.slot_sequence = slots->next_sequence++;
   return algorithm.make(flat, args, base_tag + static_cast<uint64_t>(offset) * kStepsPerCall);

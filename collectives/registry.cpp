@@ -11,6 +11,7 @@
 #include "collectives/allreduce/staged.h"
 #include "collectives/bcast/binomial.h"
 #include "collectives/bcast/chain.h"
+#include "collectives/bcast/direct.h"
 #include "collectives/bcast/doubling.h"
 #include "collectives/bcast/hierarchical.h"
 #include "collectives/bcast/rails.h"
@@ -83,6 +84,11 @@ const Algorithm kAlgorithms[] = {
      .make = make_binomial_bcast,
      .make_checked = make_checked_doubling_bcast,
      .checked_max_bytes = kCheckedBcastBytes},
+    {.collective = Collective::bcast,
+     .name = "direct",
+     .description = "every member takes the whole vector from the root; with single copy each "
+                    "reads it at once (node-local, large)",
+     .make = make_direct_bcast},
     {.collective = Collective::bcast,
      .name = "scatter_allgather",
      .description = "root scatters 1/p to each, pieces then circle a ring (large, many ranks)",

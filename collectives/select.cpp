@@ -19,6 +19,8 @@ struct Rule {
   // member per node gains nothing from hierarchy).
   bool across_shared_nodes = false;
   bool checked_only = false;  // only for checked calls
+  // Only for sizes the group's members read straight from each other (single copy).
+  bool single_copy_only = false;
 };
 
 constexpr size_t kAny = std::numeric_limits<size_t>::max();
@@ -51,6 +53,10 @@ const Rule kRules[] = {
     {Collective::allreduce, kAny, 3, "ring"},
     {Collective::allreduce, kAny, 1, "rabenseifner"},
     {Collective::bcast, kSlotBytes, 1, "slots"},
+    // Where the node's single copy wins (measured at start-up), the members all read the root's
+    // buffer at once: one copy each, where binomial makes log2(p) copies in a row and scatter /
+    // allgather two per member. (At 2 ranks binomial is the same thing.)
+    {Collective::bcast, kAny, 3, "direct", false, false, true},
     {Collective::bcast, 512 << 10, 1, "binomial"},
     {Collective::bcast, 8 << 20, 3, "scatter_allgather"},
     {Collective::bcast, kAny, 4, "chain"},
@@ -85,7 +91,8 @@ const Algorithm& select_algorithm(Collective collective, size_t bytes, const Gro
   const bool shared_nodes = shape.nodes > 1 && shape.nodes < shape.ranks;
   for (const Rule& rule : kRules) {
     if (rule.collective != collective || bytes > rule.max_bytes || shape.ranks < rule.min_ranks ||
-        (rule.across_shared_nodes && !shared_nodes) || (rule.checked_only && !shape.checked)) {
+        (rule.across_shared_nodes && !shared_nodes) || (rule.checked_only && !shape.checked) ||
+        (rule.single_copy_only && !shape.single_copy.holds(bytes))) {
       continue;
     }
     const Algorithm& a = resolved(rule);

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "collectives/registry.h"
+#include "transport/shm/options.h"
 
 namespace ibcoll::collectives {
 
@@ -14,6 +15,9 @@ struct GroupShape {
   bool slots = false;    // every member shares this node's slot region
   int nodes = 1;         // the nodes its members run on
   bool checked = false;  // its calls run the call check (IBCOLL_CHECK_CALLS)
+  // The message sizes its members read straight from each other (single copy), when all are on
+  // one node and reach each other through shared memory; the node's ranks agree on it.
+  transport::shm::SingleCopySizes single_copy;
 };
 
 // The algorithm for `bytes` per rank on a group of `shape`: `forced` when it is not empty or

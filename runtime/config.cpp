@@ -173,11 +173,13 @@ const char* transport_mode_name(TransportMode mode) {
 
 std::string Config::shared_settings() const {
   auto algorithm = [](const std::string& name) { return name.empty() ? "auto" : name; };
-  std::string lines = std::string("IBCOLL_TRANSPORT=") + transport_mode_name(transport) + "\n" +
-                      "IBCOLL_ALLREDUCE_ALGO=" + algorithm(policy.allreduce_algorithm) + "\n" +
-                      "IBCOLL_BCAST_ALGO=" + algorithm(policy.bcast_algorithm) + "\n" +
-                      "IBCOLL_CHECK_CALLS=" + (policy.check_calls ? "1" : "0") + "\n" +
-                      "IBCOLL_SHM_SLOTS=" + (shm_slots ? "1" : "0") + "\n";
+  std::string lines =
+      std::string("IBCOLL_TRANSPORT=") + transport_mode_name(transport) + "\n" +
+      "IBCOLL_ALLREDUCE_ALGO=" + algorithm(policy.allreduce_algorithm) + "\n" +
+      "IBCOLL_BCAST_ALGO=" + algorithm(policy.bcast_algorithm) + "\n" +
+      "IBCOLL_CHECK_CALLS=" + (policy.check_calls ? "1" : "0") + "\n" +
+      "IBCOLL_SHM_SLOTS=" + (shm_slots ? "1" : "0") + "\n" +
+      "IBCOLL_SHM_SINGLE_COPY=" + (calibrate_single_copy ? "auto" : shm.single_copy.text()) + "\n";
 #ifdef IBCOLL_HAVE_VERBS
   lines += std::string("IBCOLL_CM=") +
            (verbs.connect == transport::verbs::ConnectMode::ud ? "ud" : "rdmacm") + "\n" +

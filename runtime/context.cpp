@@ -87,9 +87,10 @@ std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> member
       node_members.push_back(members[static_cast<size_t>(m)]);
     node_slots = slot_group(node_members, id);
   }
-  return std::make_unique<Communicator>(*channel_, std::move(members), rank, id,
-                                        job_.config().policy, std::move(slots), hierarchy,
-                                        std::move(node_slots));
+  collectives::Policy policy = job_.config().policy;
+  if (shm_) policy.single_copy = shm_->single_copy();
+  return std::make_unique<Communicator>(*channel_, std::move(members), rank, id, std::move(policy),
+                                        std::move(slots), hierarchy, std::move(node_slots));
 }
 
 Context::~Context() {

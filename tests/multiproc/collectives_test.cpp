@@ -75,18 +75,25 @@ TEST(Collectives, WithoutSlotsOneToFiveRanks) {
 
 // 1 MiB + 5 and 16 MiB: fewer types (the kernels are the same at every size), every algorithm;
 // through the rings, then (1 MiB + 5 only) with every message of 4 KiB or more read from its
-// sender's memory.
+// sender's memory. From 3 ranks, the automatic bcast is direct exactly when its size is read
+// from the root's memory.
 TEST(Collectives, LargeMessagesEveryAlgorithmRingsAndSingleCopy) {
   for (const bool single_copy : {false, true}) {
     for (RankOptions run : algorithm_choices()) {
       run.environment["IBCOLL_SHM_SINGLE_COPY"] = single_copy ? "4K" : "0";
+      const bool auto_bcast = run.environment.at("IBCOLL_BCAST_ALGO") == "auto";
       for (int ranks : {2, 3, 4}) {
         SCOPED_TRACE(label(run, ranks) + (single_copy ? ", single copy" : ", rings"));
         expect_all_ok(run_ranks(
             ranks,
-            [single_copy](int, int) {
+            [single_copy, auto_bcast](int, int n) {
               CapiRank r;
               const size_t floats = (1 << 20) / 4 + 5, bytes = (1 << 20) + 5;
+              if (auto_bcast && n >= 3) {
+                const std::string chosen =
+                    ibcoll_algorithm(r.world(), IBCOLL_BCAST, bytes, IBCOLL_UINT8);
+                RANK_CHECK((chosen == "direct") == single_copy, "a 1 MiB bcast runs " + chosen);
+              }
               allreduce_sweep(
                   r.world(), {DataType::float32},
                   single_copy ? std::vector<size_t>{floats} : std::vector<size_t>{floats, 4 << 20});

@@ -354,7 +354,7 @@ TEST(Errors, AStagedCallGivenUpAmongItsChunksFailsTheCommunicatorEverywhere) {
 // sends the rest later (tests/support/late_data.h), through the rings.
 TEST(Errors, NothingLandsInABufferAfterItsCallTimedOut) {
   RankOptions options;
-  options.environment["IBCOLL_TIMEOUT"] = "1s";
+  options.environment = {{"IBCOLL_TIMEOUT", "1s"}, {"IBCOLL_SHM_SINGLE_COPY", "0"}};
   expect_all_ok(run_ranks(
       2, [](int me, int) { return late_data_after_a_timeout(me, 32 << 20); }, options));
 }

@@ -31,7 +31,9 @@ namespace {
 
 const std::vector<size_t> kSizes{0, 1, 7, 16360, 16361, 65537, (1 << 20) + 5, 16 << 20};
 
-// Every message through the rings ("0"), or every one but the empty ones by single copy ("1").
+// Every message through the rings ("0"), or every one but the empty ones by single copy ("1"),
+// not the window measured at start-up: a test about one path takes it whatever this machine
+// measures.
 RankOptions single_copy_from(const char* threshold) {
   RankOptions options;
   options.environment["IBCOLL_SHM_SINGLE_COPY"] = threshold;
@@ -254,6 +256,16 @@ void begin_long_send(runtime::ShmEndpoint& r, std::vector<std::byte>& message, T
   r.channel().poll();
 }
 
+// The same, then the send withdrawn and the buffer filled with twos (the caller's again), and
+// rank 1 told at the barrier "cancelled".
+void begin_and_withdraw_long_send(runtime::ShmEndpoint& r, std::vector<std::byte>& message,
+                                  Transfer& sent) {
+  begin_long_send(r, message, sent);
+  r.channel().cancel(1, 1);
+  std::fill(message.begin(), message.end(), std::byte{2});
+  r.bootstrap().barrier("cancelled");
+}
+
 // The receive ended because its sender withdrew the message.
 void expect_withdrawn(const Transfer& t) {
   RANK_CHECK(t.status.code() == Code::peer_failed &&
@@ -266,68 +278,71 @@ void expect_withdrawn(const Transfer& t) {
 // buffer stays as it was then) and its completion never runs, while the sender's send completes
 // and a later message from it arrives intact.
 TEST(ShmChannel, AReceiveCancelledMidwayTakesNothingMore) {
-  expect_all_ok(run_ranks(2, [](int me, int) {
-    runtime::ShmEndpoint r;
-    std::vector<std::byte> message(kLong);
-    for (size_t i = 0; i < kLong; ++i)
-      message[i] = pattern_byte(0, 1, 1, i);
-    if (me == 0) {
-      Transfer sent, next;
-      r.channel().send(1, 1, message.data(), kLong, record(sent));
-      r.channel().send(1, 2, message.data(), 100, record(next));
-      r.bootstrap().barrier("cancelled");
-      r.wait([&] { return sent.done && next.done; }, "sends");
-      RANK_CHECK(sent.status.ok() && next.status.ok(), sent.status.to_string());
-    } else {
-      Transfer dropped, next;
-      std::vector<std::byte> into(kLong, kFill), after(100);
-      r.channel().recv(0, 1, into.data(), kLong, record(dropped));
-      r.wait([&] { return into[0] != kFill; }, "the first fragments");
-      r.channel().cancel(1, 1);
-      const std::vector<std::byte> at_cancel = into;
-      RANK_CHECK(at_cancel[kLong - 1] == kFill, "the whole message came before the cancel");
-      r.bootstrap().barrier("cancelled");
-      r.channel().recv(0, 2, after.data(), after.size(), record(next));
-      r.wait([&] { return next.done; }, "the message after");
-      poll_for(r.channel(), std::chrono::milliseconds(100));
-      RANK_CHECK(next.status.ok() && after[99] == message[99], next.status.to_string());
-      RANK_CHECK(!dropped.done, "a cancelled receive completed");
-      RANK_CHECK(into == at_cancel, "bytes landed in a cancelled receive's buffer");
-    }
-    r.bootstrap().barrier("end");
-    return 0;
-  }));
+  expect_all_ok(run_ranks(
+      2,
+      [](int me, int) {
+        runtime::ShmEndpoint r;
+        std::vector<std::byte> message(kLong);
+        for (size_t i = 0; i < kLong; ++i)
+          message[i] = pattern_byte(0, 1, 1, i);
+        if (me == 0) {
+          Transfer sent, next;
+          r.channel().send(1, 1, message.data(), kLong, record(sent));
+          r.channel().send(1, 2, message.data(), 100, record(next));
+          r.bootstrap().barrier("cancelled");
+          r.wait([&] { return sent.done && next.done; }, "sends");
+          RANK_CHECK(sent.status.ok() && next.status.ok(), sent.status.to_string());
+        } else {
+          Transfer dropped, next;
+          std::vector<std::byte> into(kLong, kFill), after(100);
+          r.channel().recv(0, 1, into.data(), kLong, record(dropped));
+          r.wait([&] { return into[0] != kFill; }, "the first fragments");
+          r.channel().cancel(1, 1);
+          const std::vector<std::byte> at_cancel = into;
+          RANK_CHECK(at_cancel[kLong - 1] == kFill, "the whole message came before the cancel");
+          r.bootstrap().barrier("cancelled");
+          r.channel().recv(0, 2, after.data(), after.size(), record(next));
+          r.wait([&] { return next.done; }, "the message after");
+          poll_for(r.channel(), std::chrono::milliseconds(100));
+          RANK_CHECK(next.status.ok() && after[99] == message[99], next.status.to_string());
+          RANK_CHECK(!dropped.done, "a cancelled receive completed");
+          RANK_CHECK(into == at_cancel, "bytes landed in a cancelled receive's buffer");
+        }
+        r.bootstrap().barrier("end");
+        return 0;
+      },
+      single_copy_from("0")));
 }
 
 // A send cancelled with its message midway through the ring (the receiver had not drained it):
 // the receiver's receive fails, saying the peer withdrew it, and nothing after the cut lands;
 // the sender's completion never runs, and it may reuse the buffer at once.
 TEST(ShmChannel, ASendCancelledMidwayFailsItsReceive) {
-  expect_all_ok(run_ranks(2, [](int me, int) {
-    runtime::ShmEndpoint r;
-    if (me == 0) {
-      std::vector<std::byte> message;
-      Transfer sent;
-      begin_long_send(r, message, sent);
-      r.channel().cancel(1, 1);
-      std::fill(message.begin(), message.end(), std::byte{2});  // the caller's again
-      r.bootstrap().barrier("cancelled");
-      poll_for(r.channel(), std::chrono::milliseconds(300));
-      RANK_CHECK(!sent.done, "a cancelled send completed");
-    } else {
-      std::vector<std::byte> into(kLong, kFill);
-      Transfer withdrawn;
-      r.bootstrap().barrier("cancelled");
-      r.channel().recv(0, 1, into.data(), kLong, record(withdrawn));
-      r.wait([&] { return withdrawn.done; }, "the withdrawn message");
-      expect_withdrawn(withdrawn);
-      RANK_CHECK(into[kLong - 1] == kFill, "bytes after the cut landed");
-      RANK_CHECK(std::find(into.begin(), into.end(), std::byte{2}) == into.end(),
-                 "bytes written after the cancel arrived");
-    }
-    r.bootstrap().barrier("end");
-    return 0;
-  }));
+  expect_all_ok(run_ranks(
+      2,
+      [](int me, int) {
+        runtime::ShmEndpoint r;
+        if (me == 0) {
+          std::vector<std::byte> message;
+          Transfer sent;
+          begin_and_withdraw_long_send(r, message, sent);
+          poll_for(r.channel(), std::chrono::milliseconds(300));
+          RANK_CHECK(!sent.done, "a cancelled send completed");
+        } else {
+          std::vector<std::byte> into(kLong, kFill);
+          Transfer withdrawn;
+          r.bootstrap().barrier("cancelled");
+          r.channel().recv(0, 1, into.data(), kLong, record(withdrawn));
+          r.wait([&] { return withdrawn.done; }, "the withdrawn message");
+          expect_withdrawn(withdrawn);
+          RANK_CHECK(into[kLong - 1] == kFill, "bytes after the cut landed");
+          RANK_CHECK(std::find(into.begin(), into.end(), std::byte{2}) == into.end(),
+                     "bytes written after the cancel arrived");
+        }
+        r.bootstrap().barrier("end");
+        return 0;
+      },
+      single_copy_from("0")));
 }
 
 // A single-copy message withdrawn before its receiver read it: the receive posted afterwards
@@ -340,10 +355,7 @@ TEST(ShmChannel, AWithdrawnRendezvousIsNotRead) {
         if (me == 0) {
           std::vector<std::byte> message;
           Transfer sent;
-          begin_long_send(r, message, sent);
-          r.channel().cancel(1, 1);
-          std::fill(message.begin(), message.end(), std::byte{2});
-          r.bootstrap().barrier("cancelled");
+          begin_and_withdraw_long_send(r, message, sent);
           RANK_CHECK(!sent.done, "a cancelled send completed");
         } else {
           r.bootstrap().barrier("cancelled");

@@ -125,7 +125,7 @@ TEST(Config, EverySettingTheRanksMustShareIsChecked) {
   std::map<std::string, std::string> differing = {
       {"IBCOLL_TRANSPORT", "shm"},    {"IBCOLL_ALLREDUCE_ALGO", "ring"},
       {"IBCOLL_BCAST_ALGO", "chain"}, {"IBCOLL_CHECK_CALLS", "0"},
-      {"IBCOLL_SHM_SLOTS", "0"},
+      {"IBCOLL_SHM_SLOTS", "0"},      {"IBCOLL_SHM_SINGLE_COPY", "64K"},
 #ifdef IBCOLL_HAVE_VERBS
       {"IBCOLL_CM", "rdmacm"},        {"IBCOLL_XRC", "off"},
       {"IBCOLL_EAGER_BUFFER", "4k"},
