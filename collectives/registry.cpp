@@ -16,6 +16,7 @@
 #include "collectives/bcast/hierarchical.h"
 #include "collectives/bcast/rails.h"
 #include "collectives/bcast/scatter_allgather.h"
+#include "collectives/bcast/single_copy.h"
 #include "collectives/bcast/slots.h"
 #include "collectives/tags.h"
 #include "transport/shm/slot_region.h"
@@ -77,6 +78,13 @@ const Algorithm kAlgorithms[] = {
      .uses_slots = true,
      .run_here = run_slots_bcast_here,
      .max_bytes = kSlotBytes},
+    {.collective = Collective::bcast,
+     .name = "single_copy",
+     .description = "node-local: the root publishes where its vector lies, all copy it from "
+                    "there at once (CMA)",
+     .make = make_single_copy_bcast,
+     .uses_slots = true,
+     .run_here = run_single_copy_bcast_here},
     {.collective = Collective::bcast,
      .name = "binomial",
      .description = "binomial tree from the root, whole vector per edge; small and checked, it "

@@ -52,6 +52,9 @@ const Rule kRules[] = {
     {Collective::allreduce, 256 << 10, 1, "rabenseifner"},
     {Collective::allreduce, kAny, 3, "ring"},
     {Collective::allreduce, kAny, 1, "rabenseifner"},
+    // Sizes the node's single copy takes (measured at start-up): one copy per receiver from the
+    // root's buffer, where the slots make two (root in, receiver out).
+    {Collective::bcast, kAny, 1, "single_copy", false, false, true},
     {Collective::bcast, kSlotBytes, 1, "slots"},
     // Where the node's single copy wins (measured at start-up), the members all read the root's
     // buffer at once: one copy each, where binomial makes log2(p) copies in a row and scatter /

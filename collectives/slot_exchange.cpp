@@ -148,6 +148,11 @@ const std::byte* SlotExchange::data_of(int member) const {
   return buffer_of(member).data;
 }
 
+std::optional<Status> SlotExchange::published_by(int member) const {
+  if (Region::load(buffer_of(member).ready) < sequence_) return std::nullopt;
+  return compare_signatures(sequence_, signature_, member);
+}
+
 void SlotExchange::release() {
   slots_.released = sequence_;
   released_ = true;

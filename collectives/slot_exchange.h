@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
 #include "collectives/call_check.h"
 
@@ -33,6 +34,9 @@ class SlotExchange {
   // not). It fails this call once this call has run: the others need this rank's part of it.
   const Status& earlier_verdict() const { return earlier_; }
   const std::byte* data_of(int member) const;
+  // Whether `member` has published this call yet, and if so whether with this rank's signature
+  // (ok) or another (the mismatch).
+  std::optional<Status> published_by(int member) const;
   // This rank has finished reading the call's buffers.
   void release();
   // The call ends without release() (a deadline passed, the operation failed): the

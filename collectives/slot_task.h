@@ -25,12 +25,20 @@ class SlotTask : public CollectiveTask {
   std::string waiting() const override { return exchange_.waiting(); }
 
   State advance() override {
-    const auto [data, bytes] = contribution();
-    if (!exchange_.advance(data, bytes)) return State::running;
-    if (exchange_.verdict().ok()) consume(exchange_);
+    if (!exchanged_) {
+      const auto [data, bytes] = contribution();
+      if (!exchange_.advance(data, bytes)) return State::running;
+      if (exchange_.verdict().ok()) consume(exchange_);
+      exchanged_ = true;
+    }
+    Status trouble;
+    if (!finish(exchange_, trouble)) return State::running;
+    // A member that gave up or died loses the communicator its turns; a mismatch does not.
+    if (!trouble.ok() && trouble.code() != Code::mismatch) exchange_.abandon(trouble);
     exchange_.release();
-    const Status& verdict =
-        exchange_.verdict().ok() ? exchange_.earlier_verdict() : exchange_.verdict();
+    const Status& verdict = !trouble.ok()              ? trouble
+                            : exchange_.verdict().ok() ? exchange_.earlier_verdict()
+                                                       : exchange_.verdict();
     if (verdict.ok()) return State::done;
     fail(verdict);
     return State::failed;
@@ -49,7 +57,7 @@ class SlotTask : public CollectiveTask {
             return state != State::running;
           },
           [&] {
-            return describe_call(collective_, "slots", base_tag_, group_.size()) +
+            return describe_call(collective_, name(), base_tag_, group_.size()) +
                    ": it waits for " + waiting();
           });
     } catch (const Error& e) {
@@ -64,11 +72,17 @@ class SlotTask : public CollectiveTask {
   virtual std::pair<const void*, size_t> contribution() const = 0;
   // Every member's contribution is readable through `exchange`.
   virtual void consume(const SlotExchange& exchange) = 0;
+  // After the exchange (consumed or not): true once the call may end; `trouble` set if it
+  // failed here. For calls whose members read each other's memory, which must wait for that.
+  virtual bool finish(const SlotExchange& /*exchange*/, Status& /*trouble*/) { return true; }
   size_t bytes() const { return args_.count * type_size(args_.type); }
+  // The algorithm's name, for what a blocked call waits for.
+  virtual const char* name() const { return "slots"; }
 
  private:
   Collective collective_;
   SlotExchange exchange_;
+  bool exchanged_ = false;
 };
 
 }  // namespace ibcoll::collectives

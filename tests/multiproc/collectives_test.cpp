@@ -55,18 +55,21 @@ TEST(Collectives, EveryAlgorithmTypeOpAndRootOneToEightRanks) {
 
 // Without the slot region: the channel algorithms at small sizes too, the checked recursive
 // doubling doubling as the call check.
+// Sizes read from the sender's memory (here 4 KiB and up) go direct from 3 ranks.
 TEST(Collectives, WithoutSlotsOneToFiveRanks) {
   RankOptions options;
-  options.environment["IBCOLL_SHM_SLOTS"] = "0";
+  options.environment = {{"IBCOLL_SHM_SLOTS", "0"}, {"IBCOLL_SHM_SINGLE_COPY", "4K"}};
   for (int ranks = 1; ranks <= 5; ++ranks) {
     SCOPED_TRACE(std::to_string(ranks) + " ranks");
     expect_all_ok(run_ranks(
         ranks,
-        [](int, int) {
+        [](int, int n) {
           CapiRank r;
           allreduce_sweep(r.world(), {DataType::int16, DataType::bfloat16, DataType::float64},
                           {0, 1, 7, 1031});
-          bcast_every_root(r.world(), DataType::uint8, {0, 7, 1031});
+          bcast_every_root(r.world(), DataType::uint8, {0, 7, 1031, 65537});
+          const std::string chosen = ibcoll_algorithm(r.world(), IBCOLL_BCAST, 65537, IBCOLL_UINT8);
+          RANK_CHECK((chosen == "direct") == (n >= 3), "a 64 KiB bcast runs " + chosen);
           return 0;
         },
         options));
@@ -75,8 +78,9 @@ TEST(Collectives, WithoutSlotsOneToFiveRanks) {
 
 // 1 MiB + 5 and 16 MiB: fewer types (the kernels are the same at every size), every algorithm;
 // through the rings, then (1 MiB + 5 only) with every message of 4 KiB or more read from its
-// sender's memory. From 3 ranks, the automatic bcast is direct exactly when its size is read
-// from the root's memory.
+// sender's memory. The automatic bcast reads the root's buffer through the slots (single_copy)
+// exactly when its size is read from the sender's memory; without the slots, from 3 ranks,
+// it is direct then.
 TEST(Collectives, LargeMessagesEveryAlgorithmRingsAndSingleCopy) {
   for (const bool single_copy : {false, true}) {
     for (RankOptions run : algorithm_choices()) {
@@ -86,13 +90,14 @@ TEST(Collectives, LargeMessagesEveryAlgorithmRingsAndSingleCopy) {
         SCOPED_TRACE(label(run, ranks) + (single_copy ? ", single copy" : ", rings"));
         expect_all_ok(run_ranks(
             ranks,
-            [single_copy, auto_bcast](int, int n) {
+            [single_copy, auto_bcast](int, int) {
               CapiRank r;
               const size_t floats = (1 << 20) / 4 + 5, bytes = (1 << 20) + 5;
-              if (auto_bcast && n >= 3) {
+              if (auto_bcast) {
                 const std::string chosen =
                     ibcoll_algorithm(r.world(), IBCOLL_BCAST, bytes, IBCOLL_UINT8);
-                RANK_CHECK((chosen == "direct") == single_copy, "a 1 MiB bcast runs " + chosen);
+                RANK_CHECK((chosen == "single_copy") == single_copy,
+                           "a 1 MiB bcast runs " + chosen);
               }
               allreduce_sweep(
                   r.world(), {DataType::float32},

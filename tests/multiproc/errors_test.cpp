@@ -35,6 +35,14 @@ void expect_dead_rank_named(ibcoll_status_t status, int dead, const std::string&
       what + ": the message does not name dead rank " + r + ": " + m);
 }
 
+// In the test, after a run in which rank 2 killed itself and ranks 0 and 1 met at "answered"
+// once they had their answers: the meeting's files go, and the run ended so.
+void expect_rank_2_killed(const std::vector<RankExit>& exits) {
+  meeting_over("answered", {0, 1});
+  EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
+  EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+}
+
 // Fails the rank unless `status` is `want` and the last error mentions `needle`.
 void expect_error(ibcoll_status_t status, ibcoll_status_t want, const std::string& needle,
                   const std::string& what) {
@@ -104,7 +112,9 @@ TEST(Errors, MismatchedCallsFailOnEveryRank) {
   struct Case {
     const char* field;
     ibcoll_status_t (*call)(bool odd_one, ibcoll_comm_t comm, std::vector<int32_t>& data);
-    bool (*reports_late)(int me, int ranks) = nullptr;  // with slots; null: nobody
+    // With slots, whether rank `me` reports it late; null: nobody. A single-copy bcast's root
+    // waits for its receivers to be done with its buffer, and so sees a mismatch at once.
+    bool (*reports_late)(int me, int ranks, bool single_copy) = nullptr;
   };
   const Case cases[] = {
       {"count",
@@ -127,33 +137,40 @@ TEST(Errors, MismatchedCallsFailOnEveryRank) {
          return ibcoll_bcast(d.data(), 64, IBCOLL_INT32, odd ? 1 : 0, c);
        },
        // The odd rank names root 1; with 3 ranks or more rank 1 names root 0 and differs.
-       [](int me, int n) { return me != n - 1 || n == 2; }},
+       [](int me, int n, bool single_copy) {
+         return single_copy ? me != 0 && me != n - 1 : me != n - 1 || n == 2;
+       }},
       {"count",  // of a bcast: the root and all but one receiver agree
        [](bool odd, ibcoll_comm_t c, std::vector<int32_t>& d) {
          return ibcoll_bcast(d.data(), odd ? 32 : 64, IBCOLL_INT32, 0, c);
        },
-       [](int me, int n) { return me != n - 1; }},
+       [](int me, int n, bool single_copy) { return me != n - 1 && !(single_copy && me == 0); }},
       {"collective",
        [](bool odd, ibcoll_comm_t c, std::vector<int32_t>& d) {
          return odd ? ibcoll_bcast(d.data(), 64, IBCOLL_INT32, 0, c)
                     : ibcoll_allreduce(IBCOLL_IN_PLACE, d.data(), 64, IBCOLL_INT32, IBCOLL_SUM, c);
        }},
   };
-  // With the slot region, and without (the check then travels in messages).
-  for (const char* slots : {"1", "0"}) {
+  // With the slot region, and without (the check then travels in messages); with bcasts read
+  // from the root's memory (single_copy through the slots, direct without) and not.
+  for (const auto& [slots, single_copy] :
+       {std::pair{"1", "0"}, {"1", "1"}, {"0", "0"}, {"0", "1"}}) {
     RankOptions options;
-    options.environment["IBCOLL_SHM_SLOTS"] = slots;
+    options.environment = {{"IBCOLL_SHM_SLOTS", slots}, {"IBCOLL_SHM_SINGLE_COPY", single_copy}};
     for (int ranks : {2, 3, 4}) {
       for (const Case& c : cases) {
         SCOPED_TRACE(std::string(c.field) + ", " + std::to_string(ranks) + " ranks, slots " +
-                     slots);
+                     slots + ", single copy " + single_copy);
         expect_all_ok(run_ranks(
             ranks,
-            [&c, slots](int me, int n) {
+            [&c, slots, single_copy](int me, int n) {
               CapiRank r;
               std::vector<int32_t> data(200000, 1);
-              const bool late =
-                  std::string(slots) == "1" && c.reports_late && c.reports_late(me, n);
+              const bool by_single_copy = std::string(single_copy) == "1";
+              if (std::string(slots) == "1" && by_single_copy)
+                expect_algorithm(r.world(), IBCOLL_BCAST, 64, IBCOLL_INT32, "single_copy");
+              const bool late = std::string(slots) == "1" && c.reports_late &&
+                                c.reports_late(me, n, by_single_copy);
               const ibcoll_status_t mismatched = c.call(me == n - 1, r.world(), data);
               std::vector<int32_t> ones(5, 1);
               const ibcoll_status_t next = ibcoll_allreduce(IBCOLL_IN_PLACE, ones.data(), 5,
@@ -209,10 +226,45 @@ TEST(Errors, ARankThatDiesFailsTheOthersCalls) {
           return 0;
         },
         options);
-    meeting_over("answered", {0, 1});
-    EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
-    EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+    expect_rank_2_killed(exits);
   }
+}
+
+// A single-copy bcast's root waits until each receiver is done with its buffer: rank 1 comes
+// to the call late and still reads what the root had when it called, though the root fills its
+// buffer again the moment its call returns. Then rank 2 dies instead of making the next call;
+// the root, waiting for it to read, fails within seconds naming it (IBCOLL_TIMEOUT is a minute).
+TEST(Errors, ASingleCopyBcastsRootWaitsForItsReceiversAndNoticesADeadOne) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_SHM_SINGLE_COPY", "4K"}, {"IBCOLL_TIMEOUT", "60s"}};
+  const auto exits = run_ranks(
+      3,
+      [](int me, int) {
+        CapiRank r;
+        constexpr size_t kBytes = 1 << 20;
+        std::vector<uint8_t> data(kBytes, me == 0 ? 0xA5 : 0);
+        expect_algorithm(r.world(), IBCOLL_BCAST, kBytes, IBCOLL_UINT8, "single_copy");
+        if (me == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        RANK_CHECK(ibcoll_bcast(data.data(), kBytes, IBCOLL_UINT8, 0, r.world()) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        if (me == 0) std::fill(data.begin(), data.end(), 0x5A);  // the caller's again
+        RANK_CHECK(me == 0 || data == std::vector<uint8_t>(kBytes, 0xA5),
+                   "a receiver read the root's buffer after the root's call returned");
+        if (me == 2) raise(SIGKILL);
+        const auto start = std::chrono::steady_clock::now();
+        const ibcoll_status_t s = ibcoll_bcast(data.data(), kBytes, IBCOLL_UINT8, 0, r.world());
+        if (me == 1) {
+          RANK_CHECK(s == IBCOLL_SUCCESS, ibcoll_last_error());  // it needs the root alone
+        } else {
+          expect_dead_rank_named(s, 2, "the root of a bcast with a dead receiver");
+          RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10),
+                     "the root waited far longer for a dead receiver than liveness checks take");
+        }
+        meet_without_ibcoll("answered", me, {0, 1});  // a survivor that left would look dead
+        return 0;
+      },
+      options);
+  expect_rank_2_killed(exits);
 }
 
 // A large node-local allreduce (staged: in chunks through the staging halves) of `x`, started

@@ -10,8 +10,9 @@
 namespace ibcoll::transport::shm {
 namespace {
 
-constexpr std::array<size_t, 5> kSizes = {size_t{64} << 10, size_t{256} << 10, size_t{1} << 20,
-                                          size_t{2} << 20, size_t{4} << 20};
+constexpr std::array<size_t, 7> kSizes = {size_t{8} << 10,   size_t{16} << 10, size_t{64} << 10,
+                                          size_t{256} << 10, size_t{1} << 20,  size_t{2} << 20,
+                                          size_t{4} << 20};
 constexpr double kMargin = 0.9;  // single copy must take at most this share of the rings' time
 constexpr uint64_t kTag = 1;     // the channel is new: no other message is under way
 

@@ -49,8 +49,15 @@ class SlotRegion {
     alignas(64) uint64_t call;  // 0: not abandoned
     uint64_t code;
   };
+  // The last call in which this rank was done with its root's buffer in a single-copy bcast
+  // (read it, or found the call mismatched): the root waits for it before its buffer is its
+  // caller's again.
+  struct Copied {
+    alignas(64) uint64_t call;
+  };
   struct alignas(64) Slot {
     Abandoned abandoned;
+    Copied copied;
     alignas(64) Buffer buffers[kBuffers];
     Staging staging;
   };
