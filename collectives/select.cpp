@@ -19,8 +19,9 @@ struct Rule {
   // member per node gains nothing from hierarchy).
   bool across_shared_nodes = false;
   bool checked_only = false;  // only for checked calls
-  // Only for sizes the group's members read straight from each other (single copy).
-  bool single_copy_only = false;
+  // Only for sizes the group's members read straight from each other: inside the node's
+  // single-copy window, or from its lower end up.
+  enum class SingleCopy { any, inside, from } single_copy = SingleCopy::any;
 };
 
 constexpr size_t kAny = std::numeric_limits<size_t>::max();
@@ -52,14 +53,21 @@ const Rule kRules[] = {
     {Collective::allreduce, 256 << 10, 1, "rabenseifner"},
     {Collective::allreduce, kAny, 3, "ring"},
     {Collective::allreduce, kAny, 1, "rabenseifner"},
-    // Sizes the node's single copy takes (measured at start-up): one copy per receiver from the
-    // root's buffer, where the slots make two (root in, receiver out).
-    {Collective::bcast, kAny, 1, "single_copy", false, false, true},
+    // Sizes the node's single copy takes (measured at start-up between two ranks): one copy per
+    // receiver from the root's buffer, where the slots make two (root in, receiver out). The
+    // window's upper end is where the rings' two copies, one per core at once, win again over
+    // one core's copy; from 4 ranks a bcast's receivers copy on as many cores at once while the
+    // ring bcasts double the traffic, so single copy goes on above it (4 ranks on 2 cores here:
+    // 8 MiB 0.73-0.79x Open MPI against 0.84-1.07x by scatter_allgather, 16 MiB 0.54-0.59x
+    // against 0.75-1.13x by chain).
+    {Collective::bcast, kAny, 4, "single_copy", false, false, Rule::SingleCopy::from},
+    {Collective::bcast, kAny, 1, "single_copy", false, false, Rule::SingleCopy::inside},
     {Collective::bcast, kSlotBytes, 1, "slots"},
-    // Where the node's single copy wins (measured at start-up), the members all read the root's
-    // buffer at once: one copy each, where binomial makes log2(p) copies in a row and scatter /
-    // allgather two per member. (At 2 ranks binomial is the same thing.)
-    {Collective::bcast, kAny, 3, "direct", false, false, true},
+    // The same without the slots: by messages, the members all read the root's buffer at once,
+    // where binomial makes log2(p) copies in a row and scatter / allgather two per member. (At
+    // 2 ranks binomial is the same thing.)
+    {Collective::bcast, kAny, 4, "direct", false, false, Rule::SingleCopy::from},
+    {Collective::bcast, kAny, 3, "direct", false, false, Rule::SingleCopy::inside},
     {Collective::bcast, 512 << 10, 1, "binomial"},
     {Collective::bcast, 8 << 20, 3, "scatter_allgather"},
     {Collective::bcast, kAny, 4, "chain"},
@@ -83,6 +91,18 @@ bool can_run(const Algorithm& a, size_t bytes, const GroupShape& shape) {
          bytes <= a.max_bytes;
 }
 
+bool single_copy_allows(const Rule& rule, size_t bytes, const transport::shm::SingleCopySizes& s) {
+  switch (rule.single_copy) {
+    case Rule::SingleCopy::any:
+      return true;
+    case Rule::SingleCopy::inside:
+      return s.holds(bytes);
+    case Rule::SingleCopy::from:
+      return s.from != 0 && bytes >= s.from;
+  }
+  return false;
+}
+
 }  // namespace
 
 const Algorithm& select_algorithm(Collective collective, size_t bytes, const GroupShape& shape,
@@ -95,7 +115,7 @@ const Algorithm& select_algorithm(Collective collective, size_t bytes, const Gro
   for (const Rule& rule : kRules) {
     if (rule.collective != collective || bytes > rule.max_bytes || shape.ranks < rule.min_ranks ||
         (rule.across_shared_nodes && !shared_nodes) || (rule.checked_only && !shape.checked) ||
-        (rule.single_copy_only && !shape.single_copy.holds(bytes))) {
+        !single_copy_allows(rule, bytes, shape.single_copy)) {
       continue;
     }
     const Algorithm& a = resolved(rule);
