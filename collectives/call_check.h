@@ -11,6 +11,7 @@
 #include <array>
 #include <memory>
 
+#include "collectives/call_memory.h"
 #include "collectives/task.h"
 
 namespace ibcoll::collectives {
@@ -47,7 +48,7 @@ inline CallSignature signature_of(Collective collective, const CollectiveArgs& a
 Status compare_calls(const std::array<uint64_t, CallSignature::kFields>& low,
                      const std::array<uint64_t, CallSignature::kFields>& high);
 
-class CallCheck {
+class CallCheck : public CallObject {
  public:
   virtual ~CallCheck() = default;
   virtual void start() = 0;

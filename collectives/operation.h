@@ -9,10 +9,11 @@
 #include <span>
 
 #include "collectives/call_check.h"
+#include "collectives/call_memory.h"
 
 namespace ibcoll::collectives {
 
-class Operation {
+class Operation : public CallObject {
  public:
   using State = CollectiveTask::State;
 

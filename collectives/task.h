@@ -14,6 +14,7 @@
 
 #include "base/function_ref.h"
 #include "base/status.h"
+#include "collectives/call_memory.h"
 #include "collectives/datatype.h"
 #include "collectives/slot_group.h"
 #include "transport/channel.h"
@@ -49,7 +50,7 @@ struct CollectiveArgs {
 // caller's stack hands in its own looks as done().
 using WaitUntil = FunctionRef<void(FunctionRef<bool()> done, FunctionRef<std::string()> describe)>;
 
-class CollectiveTask {
+class CollectiveTask : public CallObject {
  public:
   enum class State { running, done, failed };
 
