@@ -7,7 +7,6 @@
 namespace ibcoll::collectives {
 namespace {
 
-constexpr bool kRecycle = CallMemory::kRecycles;
 constexpr size_t kSmallest = 64;
 constexpr int kClasses = std::countr_zero(CallMemory::kLargestKept / kSmallest) + 1;
 
@@ -50,7 +49,7 @@ thread_local Reaper reaper;
 
 void* CallMemory::take(size_t bytes) {
   Kept& k = kept;  // one look-up of the thread's storage per call: it is not free in a library
-  if (!kRecycle || bytes > kLargestKept || k.gone) return ::operator new(bytes);
+  if (!CallMemory::kRecycles || bytes > kLargestKept || k.gone) return ::operator new(bytes);
   const auto c = static_cast<size_t>(class_of(bytes));
   if (Kept::Block* b = k.first[c]) {
     k.first[c] = b->next;
@@ -68,7 +67,7 @@ void* CallMemory::take(size_t bytes) {
 void CallMemory::give(void* block, size_t bytes) noexcept {
   if (!block) return;
   Kept& k = kept;
-  if (!kRecycle || bytes > kLargestKept || k.gone) return ::operator delete(block);
+  if (!CallMemory::kRecycles || bytes > kLargestKept || k.gone) return ::operator delete(block);
   const auto c = static_cast<size_t>(class_of(bytes));
   if (k.count[c] >= kKept) return ::operator delete(block);
   auto* b = static_cast<Kept::Block*>(block);

@@ -31,8 +31,7 @@ SlotExchange::SlotExchange(const Group& group, const CallSignature& mine, int so
       source_(source) {}
 
 Region::Buffer& SlotExchange::buffer_of(int member, uint64_t sequence) const {
-  return slots_.region->slot(slots_.index, slots_.local_ranks[static_cast<size_t>(member)])
-      .buffers[sequence % Region::kBuffers];
+  return slots_.slot_of(member).buffers[sequence % Region::kBuffers];
 }
 
 bool SlotExchange::gone(int member) {
@@ -111,8 +110,9 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
     verdict_ = compare_signatures(sequence_, signature_);
   } else {
     waiting_for_ = sequence_;
-    if (Region::load(buffer_of(source_).ready) < sequence_) return gone(source_);
-    verdict_ = compare_signatures(sequence_, signature_, source_);
+    std::optional<Status> call = published_by(source_);
+    if (!call) return gone(source_);
+    verdict_ = std::move(*call);
     // The others' signatures are compared at the next call, unless this one already failed.
     if (verdict_.ok()) {
       slots_.unverified = sequence_;
@@ -160,9 +160,8 @@ void SlotExchange::release() {
 
 std::string SlotExchange::waiting() const {
   if (waiting_on_ < 0) return "this rank's earlier call on the communicator to end";
-  const int local = slots_.local_ranks[static_cast<size_t>(waiting_on_)];
   return "rank " + std::to_string(waiting_on_) + " (pid " +
-         std::to_string(slots_.region->pid(local)) + ") to publish slot call " +
+         std::to_string(slots_.pid_of(waiting_on_)) + ") to publish slot call " +
          std::to_string(waiting_for_) + (published_ ? "" : ", so that this call may publish");
 }
 

@@ -37,6 +37,11 @@ struct SlotGroup {
   // abandoned line) and, more rarely (a check reads /proc), whether its process still lives.
   static constexpr uint32_t kPollsPerAbandonCheck = 16;
   static constexpr uint32_t kPollsPerLivenessCheck = 4096;
+  // `member`'s slot in the region, and its process.
+  transport::shm::SlotRegion::Slot& slot_of(int member) const {
+    return region->slot(index, local_ranks[static_cast<size_t>(member)]);
+  }
+  pid_t pid_of(int member) const { return region->pid(local_ranks[static_cast<size_t>(member)]); }
   // After `idle` fruitless looks at `member`: why waiting on it is over, or ok.
   Status trouble(int member, uint32_t idle) const;
   // This rank (member `me`) gives up call `sequence` midway for `why`: marks the communicator

@@ -49,10 +49,7 @@ class StagedAllreduce final : public CollectiveTask {
  private:
   enum class Phase { contribute, reduce, gather };
 
-  Region::Staging& staging_of(int member) const {
-    const SlotGroup& slots = *group_.slots;
-    return slots.region->slot(slots.index, slots.local_ranks[static_cast<size_t>(member)]).staging;
-  }
+  Region::Staging& staging_of(int member) const { return group_.slots->slot_of(member).staging; }
   uint64_t global_chunk() const { return first_ + chunk_index_; }
   std::byte* half_of(int member) const { return staging_of(member).halves[global_chunk() % 2]; }
   // Member m's part of the current chunk, in elements of the whole vector.

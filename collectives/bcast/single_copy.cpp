@@ -26,10 +26,7 @@ class SingleCopyBcast final : public SlotTask {
 
   const char* name() const override { return "single_copy"; }
   bool root() const { return group_.rank == args_.root; }
-  Region::Slot& slot_of(int member) const {
-    const SlotGroup& slots = *group_.slots;
-    return slots.region->slot(slots.index, slots.local_ranks[static_cast<size_t>(member)]);
-  }
+  Region::Slot& slot_of(int member) const { return group_.slots->slot_of(member); }
 
   std::pair<const void*, size_t> contribution() const override {
     return {&where_, root() ? sizeof(where_) : 0};
@@ -46,10 +43,9 @@ class SingleCopyBcast final : public SlotTask {
     if (exchange.verdict().ok())
       std::memcpy(&root_where, exchange.data_of(args_.root), sizeof(Where));
     if (root_where.bytes > 0) {
-      const int local_root = group_.slots->local_ranks[static_cast<size_t>(args_.root)];
-      const int error = transport::shm::read_process_memory(
-          group_.slots->region->pid(local_root), root_where.address,
-          static_cast<std::byte*>(args_.recv), bytes());
+      const int error =
+          transport::shm::read_process_memory(group_.slots->pid_of(args_.root), root_where.address,
+                                              static_cast<std::byte*>(args_.recv), bytes());
       if (error != 0) {
         trouble =
             Status(Code::system_error,
