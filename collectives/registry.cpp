@@ -7,6 +7,7 @@
 #include "collectives/allreduce/rails.h"
 #include "collectives/allreduce/recursive_doubling.h"
 #include "collectives/allreduce/ring.h"
+#include "collectives/allreduce/single_copy.h"
 #include "collectives/allreduce/slots.h"
 #include "collectives/allreduce/staged.h"
 #include "collectives/bcast/binomial.h"
@@ -44,6 +45,13 @@ const Algorithm kAlgorithms[] = {
                     "all (large)",
      .make = make_staged_allreduce,
      .uses_slots = true},
+    {.collective = Collective::allreduce,
+     .name = "single_copy",
+     .description = "node-local: each rank reads its slice of every input straight from the "
+                    "others (CMA), then their finished slices (large)",
+     .make = make_single_copy_allreduce,
+     .uses_slots = true,
+     .run_here = run_single_copy_allreduce_here},
     {.collective = Collective::allreduce,
      .name = "recursive_doubling",
      .description = "log2(p) whole-vector exchanges; non-powers of two fold in first (small "

@@ -1,5 +1,10 @@
 #include "collectives/slot_group.h"
 
+#include <cerrno>
+#include <cstring>
+
+#include "transport/shm/process.h"
+
 namespace ibcoll::collectives {
 
 using Region = transport::shm::SlotRegion;
@@ -19,6 +24,27 @@ Status SlotGroup::trouble(int member, uint32_t idle) const {
   }
   return Status(Code::peer_failed, "rank " + std::to_string(member) + " of the communicator (pid " +
                                        std::to_string(pid_of(member)) + ") has exited");
+}
+
+Status SlotGroup::read_from(int member, uint64_t address, std::byte* into, size_t bytes,
+                            const char* what) const {
+  if (const int error = transport::shm::read_process_memory(pid_of(member), address, into, bytes)) {
+    if (error == ESRCH) {
+      return Status(Code::peer_failed, std::string(what) + ": rank " + std::to_string(member) +
+                                           " of the communicator (pid " +
+                                           std::to_string(pid_of(member)) + ") has exited");
+    }
+    return Status(
+        Code::system_error,
+        std::string(what) + ": reading rank " + std::to_string(member) +
+            "'s buffer (process_vm_readv) failed: " + std::strerror(error) +
+            (error == EPERM ? " (the kernel forbids it here: set IBCOLL_SHM_SINGLE_COPY=0)" : ""));
+  }
+  if (Region::load(slot_of(member).abandoned.call) != 0) {
+    return Status(Code::peer_failed, std::string(what) + ": rank " + std::to_string(member) +
+                                         " gave up on the call while its buffer was read");
+  }
+  return {};
 }
 
 void SlotGroup::abandon(int me, uint64_t sequence, const Status& why) {

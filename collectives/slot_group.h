@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,11 @@ struct SlotGroup {
   pid_t pid_of(int member) const { return region->pid(local_ranks[static_cast<size_t>(member)]); }
   // After `idle` fruitless looks at `member`: why waiting on it is over, or ok.
   Status trouble(int member, uint32_t idle) const;
+  // Copies `bytes` at `address` in `member`'s process into `into` (single copy): ok, or why
+  // not, naming `what` ("single-copy bcast"). Also not ok when the member has given up on its
+  // call, since it may have reused the memory while it was read.
+  Status read_from(int member, uint64_t address, std::byte* into, size_t bytes,
+                   const char* what) const;
   // This rank (member `me`) gives up call `sequence` midway for `why`: marks the communicator
   // failed here and tells the members (the first time only).
   void abandon(int me, uint64_t sequence, const Status& why);

@@ -1,12 +1,9 @@
 #include "collectives/bcast/single_copy.h"
 
-#include <cerrno>
 #include <cstring>
 #include <optional>
-#include <string>
 
 #include "collectives/slot_task.h"
-#include "transport/shm/process.h"
 
 namespace ibcoll::collectives {
 namespace {
@@ -43,21 +40,9 @@ class SingleCopyBcast final : public SlotTask {
     if (exchange.verdict().ok())
       std::memcpy(&root_where, exchange.data_of(args_.root), sizeof(Where));
     if (root_where.bytes > 0) {
-      const int error =
-          transport::shm::read_process_memory(group_.slots->pid_of(args_.root), root_where.address,
-                                              static_cast<std::byte*>(args_.recv), bytes());
-      if (error != 0) {
-        trouble =
-            Status(Code::system_error,
-                   "single-copy bcast: reading the root's buffer (process_vm_readv) failed: " +
-                       std::string(std::strerror(error)) +
-                       (error == EPERM ? " (the kernel forbids it here: set "
-                                         "IBCOLL_SHM_SINGLE_COPY=0)"
-                                       : ""));
-      } else if (Region::load(slot_of(args_.root).abandoned.call) != 0) {
-        trouble = Status(Code::peer_failed,  // it may have written its buffer while read
-                         "single-copy bcast: the root gave up on the call while it was read");
-      }
+      trouble = group_.slots->read_from(args_.root, root_where.address,
+                                        static_cast<std::byte*>(args_.recv), bytes(),
+                                        "single-copy bcast");
     }
     Region::store(slot_of(group_.rank).copied.call, group_.slot_sequence);
     return true;

@@ -315,6 +315,52 @@ TEST(Errors, ARankThatDiesInsideALargeCallFailsTheOthers) {
   EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
 }
 
+// A rank dies inside a large single-copy allreduce (2 ranks: each reads the other's input and
+// then its finished half). It publishes its call before the other rank calls, then dies: at
+// once (the other finds its call published and its process gone when it reads), or once the
+// other has read its input and waits for its half (the other's wait finds it gone). Either
+// way the survivor fails with IBCOLL_ERR_PEER_FAILED naming it, well before its timeout.
+TEST(Errors, ARankThatDiesInsideASingleCopyAllreduceFailsTheOther) {
+  for (const bool waited_on : {false, true}) {
+    SCOPED_TRACE(waited_on ? "it dies while waited on" : "it dies before it is read");
+    RankOptions options;
+    options.environment = {{"IBCOLL_SHM_SINGLE_COPY", "4K"}, {"IBCOLL_TIMEOUT", "8s"}};
+    const auto exits = run_ranks(
+        2,
+        [waited_on](int me, int) {
+          CapiRank r;
+          std::vector<double> x(1 << 20, 1.0);
+          expect_algorithm(r.world(), IBCOLL_ALLREDUCE, x.size(), IBCOLL_FLOAT64, "single_copy");
+          if (me == 1) {
+            ibcoll_request_t request = nullptr;
+            RANK_CHECK(ibcoll_iallreduce(IBCOLL_IN_PLACE, x.data(), x.size(), IBCOLL_FLOAT64,
+                                         IBCOLL_SUM, r.world(), &request) == IBCOLL_SUCCESS,
+                       ibcoll_last_error());
+            int done = 0;  // one look publishes the call; rank 0 has not made its own yet
+            RANK_CHECK(ibcoll_test(request, &done) == IBCOLL_SUCCESS && !done,
+                       "the call ended before rank 0 made its own");
+            if (waited_on) std::this_thread::sleep_for(std::chrono::milliseconds(800));
+            raise(SIGKILL);
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          const auto start = std::chrono::steady_clock::now();
+          const ibcoll_status_t s = ibcoll_allreduce(IBCOLL_IN_PLACE, x.data(), x.size(),
+                                                     IBCOLL_FLOAT64, IBCOLL_SUM, r.world());
+          expect_dead_rank_named(s, 1, "a single-copy allreduce with a dead member");
+          const std::string reading = "single-copy allreduce: rank 1";
+          RANK_CHECK(
+              (std::string(ibcoll_last_error()).find(reading) == std::string::npos) == waited_on,
+              std::string("found by the wrong look: ") + ibcoll_last_error());
+          RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(4),
+                     "the death was noticed before the timeout");
+          return 0;
+        },
+        options);
+    EXPECT_EQ(exits[1].signal, SIGKILL) << describe(exits);
+    EXPECT_TRUE(exits[0].ok()) << describe(exits);
+  }
+}
+
 // Fails the rank unless `call` fails with `want` and a message holding `needle` in well under
 // the `timeout` the ranks run with (the communicator is marked failed: nobody waits it out).
 void expect_prompt_failure(const std::function<ibcoll_status_t()>& call, ibcoll_status_t want,
