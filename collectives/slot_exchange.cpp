@@ -128,6 +128,7 @@ Status SlotExchange::compare_signatures(uint64_t sequence, const Signature& mine
   const int end = only == kEveryMember ? size_ : only + 1;
   bool same = true;
   for (int m = first; m < end && same; ++m) {
+    if (m == rank_) continue;  // `mine`, and its line may be in the others' caches by now
     const uint64_t* theirs = buffer_of(m, sequence).signature;
     for (size_t w = 0; w < mine.size(); ++w)
       same = same && theirs[w] == mine[w];

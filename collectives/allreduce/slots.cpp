@@ -13,12 +13,17 @@ class SlotsAllreduce final : public SlotTask {
 
  private:
   std::pair<const void*, size_t> contribution() const override { return {args_.send, bytes()}; }
-  // Every rank folds the published copies (its own too: recv may be its input) in member
-  // order, so all compute the same bits.
+  // Every rank folds the published copies in member order, so all compute the same bits; its
+  // own input it reads where it lies (its published line, which the others have just read,
+  // would come back from their caches), unless that is recv.
   void consume(const SlotExchange& exchange) override {
     if (bytes() == 0) return;
+    const bool in_place = args_.send == args_.recv;
     fold(
-        args_.recv, group_.size(), [&](int m) -> const void* { return exchange.data_of(m); },
+        args_.recv, group_.size(),
+        [&](int m) -> const void* {
+          return m == group_.rank && !in_place ? args_.send : exchange.data_of(m);
+        },
         args_.count, args_.type, args_.op);
   }
 };

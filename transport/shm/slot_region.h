@@ -26,7 +26,7 @@ class SlotRegion {
 
   // One buffer: ready and the signature share the first cache line with the first data bytes,
   // so a small call's whole contribution travels in one line.
-  struct Buffer {
+  struct alignas(64) Buffer {
     uint64_t ready;  // sequence number of the call whose contents these are
     uint64_t signature[kSignatureWords];
     std::byte data[kDataBytes];
