@@ -59,6 +59,23 @@ const Algorithm& Communicator::choose(Collective collective, size_t count, DataT
                           forced);
 }
 
+const Algorithm& Communicator::algorithm_for(Collective collective, const CollectiveArgs& args) {
+  const size_t bytes = args.count * type_size(args.type);
+  RecentChoices& recent = recent_choices_[static_cast<size_t>(collective)];
+  for (const Choice& c : recent.kept)
+    if (c.algorithm && c.bytes == bytes) return *c.algorithm;
+  const Algorithm& algorithm = choose(collective, args.count, args.type);
+  if (recent.logged != &algorithm) {  // said once per change, not per call
+    IBCOLL_LOG(info, "communicator " << id_ << ": " << collective_name(collective) << " of "
+                                     << bytes << " bytes on " << size() << " ranks uses "
+                                     << algorithm.name);
+    recent.logged = &algorithm;
+  }
+  recent.kept[recent.next] = {bytes, &algorithm};
+  recent.next = (recent.next + 1) % RecentChoices::kKept;
+  return algorithm;
+}
+
 void Communicator::check_arguments(Collective collective, const CollectiveArgs& a) const {
   auto fail = [](const std::string& message) { throw Error(Code::invalid_argument, message); };
   if (static_cast<int>(a.type) >= kDataTypeCount) {
@@ -91,18 +108,7 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
   if (const Status* failure = layout_ ? layout_->slot_failure() : nullptr) throw Error(*failure);
   CollectiveArgs call = args;
   call.agreed = extra;
-  const size_t bytes = call.count * type_size(call.type);
-  Choice& last = last_choice_[static_cast<size_t>(collective)];
-  if (!last.algorithm || last.bytes != bytes) {
-    const Algorithm& algorithm = choose(collective, call.count, call.type);
-    if (last.algorithm != &algorithm) {  // said once per change, not per call
-      IBCOLL_LOG(info, "communicator " << id_ << ": " << collective_name(collective) << " of "
-                                       << bytes << " bytes on " << size() << " ranks uses "
-                                       << algorithm.name);
-    }
-    last = {bytes, &algorithm};
-  }
-  const Algorithm& algorithm = *last.algorithm;
+  const Algorithm& algorithm = algorithm_for(collective, call);
   const uint64_t tag = call_tag(id_, next_sequence_);
   const int sequences = algorithm.across_nodes ? layout_->sequences_per_call() : 1;
   next_sequence_ += static_cast<uint64_t>(sequences);

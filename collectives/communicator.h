@@ -84,13 +84,21 @@ class Communicator {
   std::unique_ptr<NodeLayout> layout_;  // when the members span nodes
   size_t max_message_size_;             // the channel's, asked once
   uint64_t next_sequence_ = 1;
-  // Per collective, the last call's size and algorithm: calls in a loop choose once, and a
-  // change of algorithm is logged once.
+  // Per collective, the algorithms of the last few sizes called, replaced in turn: calls in a
+  // loop choose once, also when they alternate sizes (a barrier between timed calls); the
+  // algorithm chosen last is logged when it changes.
   struct Choice {
     size_t bytes = 0;
     const Algorithm* algorithm = nullptr;
   };
-  Choice last_choice_[2];
+  struct RecentChoices {
+    static constexpr size_t kKept = 4;
+    Choice kept[kKept];
+    size_t next = 0;  // the one replaced next
+    const Algorithm* logged = nullptr;
+  };
+  const Algorithm& algorithm_for(Collective collective, const CollectiveArgs& args);
+  RecentChoices recent_choices_[2];
 };
 
 }  // namespace ibcoll::collectives
