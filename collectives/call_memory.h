@@ -36,4 +36,19 @@ struct CallObject {
   }
 };
 
+// A call's shared state (std::allocate_shared) through CallMemory.
+template <typename T>
+struct CallAllocator {
+  using value_type = T;
+  CallAllocator() = default;
+  template <typename U>
+  CallAllocator(const CallAllocator<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(CallMemory::take(n * sizeof(T))); }
+  void deallocate(T* block, size_t n) noexcept { CallMemory::give(block, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const CallAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
 }  // namespace ibcoll::collectives

@@ -117,9 +117,10 @@ class CollectiveTask : public CallObject {
   };
   // Counts a message about to be posted; its index.
   size_t track(int member, uint32_t step, bool receive);
-  // Made at the first message: tasks that send none (the slot algorithms) allocate nothing.
+  // Made at the first message (from the call memory): tasks that send none (the slot
+  // algorithms) make none.
   Messages& messages() {
-    if (!messages_) messages_ = std::make_shared<Messages>();
+    if (!messages_) messages_ = std::allocate_shared<Messages>(CallAllocator<Messages>());
     return *messages_;
   }
   static inline const Status kNoFailure{};

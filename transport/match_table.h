@@ -10,6 +10,8 @@
 #include <functional>
 #include <optional>
 
+#include "base/fifo.h"
+
 namespace ibcoll::transport {
 
 template <typename Posted, typename Arrival>
@@ -77,8 +79,8 @@ class MatchTable {
     T value;
   };
   struct PeerQueues {
-    std::deque<Entry<Posted>> posted;
-    std::deque<Entry<Arrival>> unexpected;
+    Fifo<Entry<Posted>> posted;
+    Fifo<Entry<Arrival>> unexpected;
   };
 
   PeerQueues& queues(int peer) {
@@ -86,7 +88,7 @@ class MatchTable {
     return peers_[static_cast<size_t>(peer)];
   }
   template <typename T>
-  static std::optional<T> take(std::deque<Entry<T>>& queue, uint64_t tag) {
+  static std::optional<T> take(Fifo<Entry<T>>& queue, uint64_t tag) {
     for (auto it = queue.begin(); it != queue.end(); ++it) {
       if (it->tag != tag) continue;
       std::optional<T> found(std::move(it->value));

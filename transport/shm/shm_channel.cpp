@@ -140,7 +140,7 @@ void ShmChannel::withdraw_sends(int peer, uint64_t first, uint64_t last) {
   const auto aborted = [](uint64_t tag, uint64_t id) {
     return SendOp{Kind::aborted, tag, id, nullptr, 0, 0, {}};
   };
-  std::deque<SendOp> kept;
+  Fifo<SendOp> kept;
   for (SendOp& op : p.outgoing) {
     if (!in_range(op.tag)) {
       kept.push_back(std::move(op));
@@ -148,7 +148,7 @@ void ShmChannel::withdraw_sends(int peer, uint64_t first, uint64_t last) {
       kept.push_back(aborted(op.tag, op.kind == Kind::fallback ? op.id : op.tag));
     }
   }
-  p.outgoing.swap(kept);
+  p.outgoing = std::move(kept);
   for (auto it = p.awaiting_answer.begin(); it != p.awaiting_answer.end();) {
     if (!in_range(it->second.tag)) {
       ++it;

@@ -23,7 +23,6 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/fifo.h"
 #include "transport/channel.h"
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
@@ -125,7 +125,7 @@ class ShmChannel final : public Channel {
     Ring to, from;            // our ring to the peer, the peer's ring to us
     Answers answers;          // to our rendezvous, written by the peer
     Answers answers_to_peer;  // to the peer's rendezvous, written by us
-    std::deque<SendOp> outgoing;
+    Fifo<SendOp> outgoing;
     Incoming incoming;
     bool single_copy = true;           // until the peer refuses a rendezvous
     bool refused_single_copy = false;  // we could not read the peer (said once)

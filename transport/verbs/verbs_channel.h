@@ -18,12 +18,13 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
+#include <memory_resource>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "base/fifo.h"
 #include "transport/channel.h"
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
@@ -110,6 +111,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint32_t chunks_posted = 0;      // so far: the device reads the buffer until they complete
     uint32_t batches_in_flight = 0;  // posted and not yet complete
   };
+  using Sends = std::pmr::unordered_map<uint32_t, SendOp>;
   struct PostedRecv {
     std::byte* buffer;
     size_t capacity;
@@ -174,8 +176,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint32_t send_id;  // or, for rank_gone, the Code
   };
   struct Peer {
-    std::deque<Outgoing> outgoing;
-    std::deque<Unacked> unacked;
+    Fifo<Outgoing> outgoing;
+    Fifo<Unacked> unacked;
     uint32_t unsignaled_run = 0;  // sends since the last signaled one
     uint32_t send_credits = 0;
     uint32_t credits_to_return = 0;
@@ -185,7 +187,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     bool connected = false, announce = false, keepalive = false, failed = false;
     bool probe_outstanding = false;  // a keepalive not yet acknowledged
     std::optional<Assembly> assembly;
-    std::deque<Notice> notices;
+    Fifo<Notice> notices;
     Status failure;
     Clock::time_point last_heard{}, last_keepalive{}, probe_sent{};
   };
@@ -225,7 +227,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   bool post_rdma_write(int peer, uint32_t id);
   bool post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length,
                        size_t& offset);
-  bool post_eager_parts(int peer, std::unordered_map<uint32_t, SendOp>::iterator send);
+  bool post_eager_parts(int peer, Sends::iterator send);
   bool post_control(int peer, wire::Type type);
   bool post_message(int peer, const wire::MessageHeader& header, const void* body, size_t body_size,
                     const void* payload, size_t payload_size);
@@ -260,8 +262,11 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   uint32_t unsignaled_ = 0;  // unsignaled sends holding send slots, over all peers
   uint32_t credits_granted_ = 0;
   std::vector<Peer> peers_;
-  std::unordered_map<uint32_t, SendOp> sends_;
-  std::unordered_map<uint32_t, RendezvousRecv> rendezvous_;
+  // Every message has a record here while it is under way; the pool keeps the freed ones for
+  // the next messages (a node per send from the heap was the message path's last allocation).
+  std::pmr::unsynchronized_pool_resource message_records_;
+  Sends sends_{&message_records_};
+  std::pmr::unordered_map<uint32_t, RendezvousRecv> rendezvous_{&message_records_};
   MatchTable<PostedRecv, Arrival> matches_;
   DeferredCompletions completions_;
   bool starved_ = false;  // a send waited for a slot or CQ room shared by all peers

@@ -118,7 +118,7 @@ bool VerbsChannel::post_eager_part(int peer, uint64_t tag, const std::byte* data
 
 // The parts go back to back: the message stays at the head of the peer's queue until its last
 // part is posted, so the receiver adds every `eager_more` to the message this peer began last.
-bool VerbsChannel::post_eager_parts(int peer, std::unordered_map<uint32_t, SendOp>::iterator send) {
+bool VerbsChannel::post_eager_parts(int peer, Sends::iterator send) {
   SendOp& op = send->second;
   do {
     if (!post_eager_part(peer, op.tag, op.data, op.length, op.sent)) return false;
@@ -220,16 +220,16 @@ void VerbsChannel::retire_through(int peer, uint64_t work_id) {
   auto found = std::find_if(p.unacked.begin(), p.unacked.end(),
                             [&](const Unacked& u) { return u.work_id == work_id; });
   if (found == p.unacked.end()) return;  // retired already (a later chunk of a flushed write)
-  const auto end = std::next(found);
-  for (auto u = p.unacked.begin(); u != end; ++u) {
-    if (work_kind(u->work_id) == WorkKind::send) {
-      free_slots_.push_back(static_cast<uint32_t>(work_index(u->work_id)));
+  for (auto retired = std::distance(p.unacked.begin(), found) + 1; retired > 0; --retired) {
+    const Unacked& u = p.unacked.front();
+    if (work_kind(u.work_id) == WorkKind::send) {
+      free_slots_.push_back(static_cast<uint32_t>(work_index(u.work_id)));
     }
-    unsignaled_ -= !u->signaled;
-    p.in_flight -= u->wrs;
-    cq_in_flight_ -= u->wrs;
+    unsignaled_ -= !u.signaled;
+    p.in_flight -= u.wrs;
+    cq_in_flight_ -= u.wrs;
+    p.unacked.pop_front();
   }
-  p.unacked.erase(p.unacked.begin(), end);
 }
 
 bool VerbsChannel::post_control(int peer, wire::Type type) {
