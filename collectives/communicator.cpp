@@ -17,8 +17,7 @@ Communicator::Communicator(transport::Channel& channel, std::vector<int> members
       rank_(rank),
       id_(id),
       policy_(std::move(policy)),
-      slots_(std::move(slots)),
-      max_message_size_(channel_.max_message_size()) {
+      slots_(std::move(slots)) {
   if (hierarchy.spans_nodes()) {
     layout_ =
         std::make_unique<NodeLayout>(channel_, hierarchy, members_, rank_, std::move(node_slots));
@@ -82,9 +81,9 @@ void Communicator::check_arguments(Collective collective, const CollectiveArgs& 
     fail("type: " + std::to_string(static_cast<int>(a.type)) + " is not a data type");
   }
   size_t bytes = 0;  // no division: this runs on every call
-  if (__builtin_mul_overflow(a.count, type_size(a.type), &bytes) || bytes > max_message_size_) {
+  if (__builtin_mul_overflow(a.count, type_size(a.type), &bytes)) {
     fail("count: " + std::to_string(a.count) + " elements of " + type_name(a.type) +
-         " exceed the largest message, " + std::to_string(max_message_size_) + " bytes");
+         " are more bytes than an address can count");
   }
   if (collective == Collective::allreduce) {
     if (static_cast<int>(a.op) >= kReduceOpCount) {

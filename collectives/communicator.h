@@ -82,7 +82,6 @@ class Communicator {
   Policy policy_;
   std::optional<SlotGroup> slots_;
   std::unique_ptr<NodeLayout> layout_;  // when the members span nodes
-  size_t max_message_size_;             // the channel's, asked once
   uint64_t next_sequence_ = 1;
   // Per collective, the algorithms of the last few sizes called, replaced in turn: calls in a
   // loop choose once, also when they alternate sizes (a barrier between timed calls); the

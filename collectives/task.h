@@ -77,6 +77,8 @@ class CollectiveTask : public CallObject {
   // pipelined algorithm may send many under one step. The index lets it ask for each one.
   // A receive that is not `exact` accepts a shorter or longer (truncated) message, and
   // received() says how much came: for a call check, which must go on when calls differ.
+  // Longer than the channel's largest message (verbs: 4 GiB), a message travels as pieces of
+  // that size under the same step, in order; it completes with its last piece.
   size_t send_to(int member, uint32_t step, const void* data, size_t bytes);
   size_t recv_from(int member, uint32_t step, void* data, size_t bytes, bool exact = true);
   size_t received(size_t message) const { return messages_->at(message).received; }
@@ -102,6 +104,7 @@ class CollectiveTask : public CallObject {
     int member = 0;       // what it is, for waiting()
     uint32_t step = 0;
     bool receive = false;
+    size_t pieces_left = 1;  // of a message split to fit the channel
   };
   struct Messages {
     int pending = 0;
@@ -115,8 +118,10 @@ class CollectiveTask : public CallObject {
       return message < first.size() ? first[message] : more[message - first.size()];
     }
   };
-  // Counts a message about to be posted; its index.
-  size_t track(int member, uint32_t step, bool receive);
+  // Counts a message about to be posted in `pieces`; its index.
+  size_t track(int member, uint32_t step, bool receive, size_t pieces);
+  // How many pieces of the channel's largest message a message of `bytes` takes.
+  size_t pieces_of(size_t bytes) const;
   // Made at the first message (from the call memory): tasks that send none (the slot
   // algorithms) make none.
   Messages& messages() {

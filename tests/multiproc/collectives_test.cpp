@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <cstring>
+#include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -181,6 +184,57 @@ TEST(Collectives, SplitAndCreatedCommunicators) {
     RANK_CHECK(ibcoll_comm_free(&parity) == IBCOLL_SUCCESS, ibcoll_last_error());
     return 0;
   }));
+}
+
+// Bytes available to new allocations here (MemAvailable), or 0 if unknown.
+size_t available_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stoull(line.substr(13)) << 10;  // kB
+  }
+  return 0;
+}
+
+// A vector past 4 GiB (4 GiB + 1 KiB) crosses between two ranks through the rings in one
+// message (binomial bcast): every size and offset on the way is 64-bit. Each 4 KiB page of it
+// starts with its own number, so a page landing in the wrong place shows; the last KiB, past
+// the 32-bit boundary, is checked byte for byte. Over verbs such a message travels in pieces
+// of the largest message (tests/unit/split_messages_test.cpp).
+TEST(Collectives, AVectorPastFourGiB) {
+  constexpr size_t kBytes = (size_t{4} << 30) + 1024, kPage = 4096;
+  if (available_memory() < 2 * kBytes + (size_t{2} << 30)) {
+    GTEST_SKIP() << "needs 10 GiB of memory available (two ranks of 4 GiB + 1 KiB)";
+  }
+  RankOptions options;
+  options.environment = {{"IBCOLL_SHM_SINGLE_COPY", "0"}};
+  options.deadline = std::chrono::seconds(240);
+  expect_all_ok(run_ranks(
+      2,
+      [](int me, int) {
+        CapiRank r;
+        expect_algorithm(r.world(), IBCOLL_BCAST, kBytes, IBCOLL_UINT8, "binomial");
+        auto data = std::make_unique_for_overwrite<uint8_t[]>(kBytes);
+        const auto tail = [](size_t i) { return static_cast<uint8_t>(i * 131 % 251); };
+        std::memset(data.get(), me == 0 ? 0x5A : 0xEE, kBytes);
+        if (me == 0) {
+          for (uint64_t page = 0; page * kPage < kBytes; ++page)
+            std::memcpy(&data[page * kPage], &page, sizeof(page));
+          for (size_t i = kBytes - 1024; i < kBytes; ++i)
+            data[i] = tail(i);
+        }
+        RANK_CHECK(ibcoll_bcast(data.get(), kBytes, IBCOLL_UINT8, 0, r.world()) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        for (uint64_t page = 0; page * kPage < kBytes - 1024; ++page) {
+          uint64_t stamp = 0;
+          std::memcpy(&stamp, &data[page * kPage], sizeof(stamp));
+          RANK_CHECK(stamp == page && data[page * kPage + kPage - 1] == 0x5A,
+                     "page " + std::to_string(page) + " holds page " + std::to_string(stamp));
+        }
+        for (size_t i = kBytes - 1024; i < kBytes; ++i)
+          RANK_CHECK(data[i] == tail(i), "byte " + std::to_string(i) + " past 4 GiB");
+        return 0;
+      },
+      options));
 }
 
 // Rings and chains go package by package: on a synthetic node of two packages of one PU each
