@@ -20,7 +20,9 @@
 namespace ibcoll::testing {
 
 // Rank 0 is the root, rank 1 the receiver of a bcast of `bytes`; the caller sets a short
-// IBCOLL_TIMEOUT.
+// IBCOLL_TIMEOUT and turns the call check off, so that the receive is posted when the call
+// starts; the root starts once it is (a message that came first would wait whole in a buffer
+// of its own and reach the caller's only at its end).
 inline int late_data_after_a_timeout(int me, size_t bytes) {
   CapiRank r;
   std::vector<int64_t> pids(2, 0);  // so that the receiver can stop and continue the root
@@ -31,10 +33,15 @@ inline int late_data_after_a_timeout(int me, size_t bytes) {
   constexpr auto kUnset = std::byte{0}, kMine = std::byte{0x5A};
   std::vector<std::byte> data(bytes, me == 0 ? std::byte{1} : kUnset);
   ibcoll_request_t request = nullptr;
-  RANK_CHECK(
-      ibcoll_ibcast(data.data(), bytes, IBCOLL_UINT8, 0, r.world(), &request) == IBCOLL_SUCCESS,
-      ibcoll_last_error());
-  if (me == 0) {  // stopped midway by the receiver, then on: its sends end one way or another
+  const auto start = [&] {
+    RANK_CHECK(
+        ibcoll_ibcast(data.data(), bytes, IBCOLL_UINT8, 0, r.world(), &request) == IBCOLL_SUCCESS,
+        ibcoll_last_error());
+  };
+  if (me == 1) start();
+  meet_without_ibcoll("late-data-posted", me, {0, 1});
+  if (me == 0) {
+    start();  // stopped midway by the receiver, then on: its sends end one way or another
     // Slowly (a ringful per millisecond at most), so the receiver sees the first bytes long
     // before the last are sent.
     for (int done = 0; !done;) {
