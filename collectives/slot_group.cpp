@@ -47,6 +47,17 @@ Status SlotGroup::read_from(int member, uint64_t address, std::byte* into, size_
   return {};
 }
 
+bool StagingWait::reached(const SlotGroup& slots, int members, Count field, uint64_t value,
+                          Status& trouble) {
+  for (; next < members; ++next) {
+    if (Region::load(slots.slot_of(next).staging.*field) >= value) continue;
+    trouble = slots.trouble(next, ++idle);
+    return false;
+  }
+  next = 0;
+  return true;
+}
+
 void SlotGroup::abandon(int me, uint64_t sequence, const Status& why) {
   if (!failure.ok()) return;
   failure = Status(why.code(), "communicator " + std::to_string(index) +

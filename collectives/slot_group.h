@@ -57,4 +57,16 @@ struct SlotGroup {
   std::array<uint64_t, transport::shm::SlotRegion::kSignatureWords> unverified_signature{};
 };
 
+// A wait, look by look, for every member's count `field` in its staging area
+// (SlotRegion::Staging) to reach `value`, for the algorithms that go chunk by chunk there.
+struct StagingWait {
+  using Count = uint64_t transport::shm::SlotRegion::Staging::*;
+  // True once every member's count has (the next wait starts over); false while `next`'s has
+  // not, with `trouble` set once waiting on it is over (it gave up or died).
+  bool reached(const SlotGroup& slots, int members, Count field, uint64_t value, Status& trouble);
+
+  int next = 0;  // the member looked at
+  uint32_t idle = 0;
+};
+
 }  // namespace ibcoll::collectives

@@ -4,6 +4,14 @@
 #include <string>
 
 namespace ibcoll::collectives {
+namespace {
+
+// How many pieces of the channel's `largest` message a message of `bytes` takes.
+size_t pieces_of(size_t bytes, size_t largest) {
+  return bytes <= largest ? 1 : (bytes + largest - 1) / largest;
+}
+
+}  // namespace
 
 size_t CollectiveTask::track(int member, uint32_t step, bool receive, size_t pieces) {
   Messages& m = messages();
@@ -11,11 +19,6 @@ size_t CollectiveTask::track(int member, uint32_t step, bool receive, size_t pie
   m.at(m.posted) = {false, 0, member, step, receive, pieces};
   ++m.pending;
   return m.posted++;
-}
-
-size_t CollectiveTask::pieces_of(size_t bytes) const {
-  const size_t largest = group_.channel.max_message_size();
-  return bytes <= largest ? 1 : (bytes + largest - 1) / largest;
 }
 
 std::string CollectiveTask::waiting() const {
@@ -39,7 +42,7 @@ std::string CollectiveTask::waiting() const {
 }
 
 size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size_t bytes) {
-  const size_t pieces = pieces_of(bytes), largest = group_.channel.max_message_size();
+  const size_t largest = group_.channel.max_message_size(), pieces = pieces_of(bytes, largest);
   const size_t index = track(member, step, false, pieces);
   for (size_t i = 0; i < pieces; ++i) {
     const size_t offset = i * largest;
@@ -59,7 +62,7 @@ size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size
 }
 
 size_t CollectiveTask::recv_from(int member, uint32_t step, void* data, size_t bytes, bool exact) {
-  const size_t pieces = pieces_of(bytes), largest = group_.channel.max_message_size();
+  const size_t largest = group_.channel.max_message_size(), pieces = pieces_of(bytes, largest);
   if (pieces > 1 && !exact) {
     throw Error(Code::internal, "a receive of any length cannot be split into pieces");
   }

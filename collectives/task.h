@@ -120,8 +120,6 @@ class CollectiveTask : public CallObject {
   };
   // Counts a message about to be posted in `pieces`; its index.
   size_t track(int member, uint32_t step, bool receive, size_t pieces);
-  // How many pieces of the channel's largest message a message of `bytes` takes.
-  size_t pieces_of(size_t bytes) const;
   // Made at the first message (from the call memory): tasks that send none (the slot
   // algorithms) make none.
   Messages& messages() {

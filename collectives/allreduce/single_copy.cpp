@@ -33,7 +33,7 @@ class SingleCopyAllreduce final : public SlotTask {
   const char* name() const override { return "single_copy"; }
   std::string waiting() const override {
     if (phase_ == Phase::reduce) return SlotTask::waiting();  // only its slot turn waits
-    return "rank " + std::to_string(next_member_) +
+    return "rank " + std::to_string(wait_.next) +
            (phase_ == Phase::gather ? " to have reduced chunk " + std::to_string(gathered_ + 1) +
                                           " of " + std::to_string(chunks_) + " of its slice"
                                     : " to have finished reading this rank's buffers");
@@ -127,18 +127,10 @@ class SingleCopyAllreduce final : public SlotTask {
     return true;
   }
 
-  // Whether every other member's count `field` has reached `value`: false while waiting, true
-  // once so or once waiting is over (`trouble` says why).
-  bool all_reached(uint64_t Region::Staging::*field, uint64_t value, Status& trouble) {
-    for (; next_member_ < group_.size(); ++next_member_) {
-      if (next_member_ == group_.rank || Region::load(staging_of(next_member_).*field) >= value) {
-        continue;
-      }
-      trouble = group_.slots->trouble(next_member_, ++idle_);
-      return !trouble.ok();
-    }
-    next_member_ = 0;
-    return true;
+  // Whether every member's count `field` has reached `value` (this rank's own has, by
+  // then): false while waiting, true once so or once waiting is over (`trouble` says why).
+  bool all_reached(StagingWait::Count field, uint64_t value, Status& trouble) {
+    return wait_.reached(*group_.slots, group_.size(), field, value, trouble) || !trouble.ok();
   }
 
   Where where_;
@@ -147,8 +139,7 @@ class SingleCopyAllreduce final : public SlotTask {
   uint64_t first_ = 0;               // the communicator's staged chunk count when this began
   Phase phase_ = Phase::reduce;
   size_t gathered_ = 0;  // chunks of the others' slices read so far
-  int next_member_ = 0;  // the next member to wait for
-  uint32_t idle_ = 0;
+  StagingWait wait_;
 };
 
 }  // namespace

@@ -76,16 +76,11 @@ class StagedAllreduce final : public CollectiveTask {
 
   // Whether every member's count `field` has reached `value`; now and then, whether the one
   // it waits on still lives.
-  bool all_reached(uint64_t Region::Staging::*field, uint64_t value) {
-    for (; next_member_ < group_.size(); ++next_member_) {
-      if (Region::load(staging_of(next_member_).*field) >= value) continue;
-      if (Status trouble = group_.slots->trouble(next_member_, ++idle_); !trouble.ok()) {
-        fail(std::move(trouble));
-      }
-      return false;
-    }
-    next_member_ = 0;
-    return true;
+  bool all_reached(StagingWait::Count field, uint64_t value) {
+    Status trouble;
+    if (wait_.reached(*group_.slots, group_.size(), field, value, trouble)) return true;
+    if (!trouble.ok()) fail(std::move(trouble));
+    return false;
   }
 
   // One step of the current chunk; false while waiting.
@@ -151,9 +146,9 @@ class StagedAllreduce final : public CollectiveTask {
     // Contributing waits for every member to have finished reading the chunk two before.
     static const char* const kPhases[] = {"finished the chunk before", "contributed",
                                           "reduced its part of"};
-    return "rank " + std::to_string(next_member_) + " to have " +
-           kPhases[static_cast<int>(phase_)] + " chunk " + std::to_string(chunk_index_ + 1) +
-           " of " + std::to_string(chunks_) + " in the staging halves";
+    return "rank " + std::to_string(wait_.next) + " to have " + kPhases[static_cast<int>(phase_)] +
+           " chunk " + std::to_string(chunk_index_ + 1) + " of " + std::to_string(chunks_) +
+           " in the staging halves";
   }
 
   // The turn is given back when the call ran all its chunks (its status may still report an
@@ -177,8 +172,7 @@ class StagedAllreduce final : public CollectiveTask {
   uint64_t first_ = 0;  // the communicator's staged chunk count when this call began
   size_t chunk_index_ = 0;
   Phase phase_ = Phase::contribute;
-  int next_member_ = 0;
-  uint32_t idle_ = 0;
+  StagingWait wait_;
 };
 
 }  // namespace
