@@ -19,8 +19,8 @@ Communicator::Communicator(transport::Channel& channel, std::vector<int> members
       policy_(std::move(policy)),
       slots_(std::move(slots)) {
   if (hierarchy.spans_nodes()) {
-    layout_ =
-        std::make_unique<NodeLayout>(channel_, hierarchy, members_, rank_, std::move(node_slots));
+    layout_ = std::make_unique<NodeLayout>(channel_, hierarchy, members_, rank_,
+                                           std::move(node_slots), policy_.tuning);
   }
   const std::vector<int> ring_order = hierarchy.ring_order();
   bool reordered = false;
@@ -33,9 +33,7 @@ Communicator::Communicator(transport::Channel& channel, std::vector<int> members
       ring_position_.at(static_cast<size_t>(ring_order[i])) = static_cast<int>(i);
     }
   }
-  // Fail now, not at the first call, on an unknown forced algorithm.
-  choose(Collective::allreduce, 0, DataType::uint8);
-  choose(Collective::bcast, 0, DataType::uint8);
+  check_forced_algorithms();
 }
 
 Communicator::~Communicator() = default;
@@ -48,14 +46,28 @@ std::vector<int> Communicator::ring_order() const {
   return order;
 }
 
+void Communicator::set_policy(Policy policy) {
+  policy_ = std::move(policy);
+  for (RecentChoices& recent : recent_choices_)
+    recent = {};
+  check_forced_algorithms();
+}
+
+// Fails now, not at the first call, on an unknown forced algorithm.
+void Communicator::check_forced_algorithms() const {
+  choose(Collective::allreduce, 0, DataType::uint8);
+  choose(Collective::bcast, 0, DataType::uint8);
+}
+
 const Algorithm& Communicator::choose(Collective collective, size_t count, DataType type) const {
   const std::string& forced =
       collective == Collective::allreduce ? policy_.allreduce_algorithm : policy_.bcast_algorithm;
   const int nodes = layout_ ? static_cast<int>(layout_->hierarchy().nodes().size()) : 1;
-  return select_algorithm(collective, count * type_size(type),
-                          {size(), slots_.has_value(), nodes, policy_.check_calls && size() > 1,
-                           nodes == 1 ? policy_.single_copy : transport::shm::SingleCopySizes{}},
-                          forced);
+  return select_algorithm(
+      collective, count * type_size(type),
+      {size(), slots_.has_value(), nodes, policy_.check_calls && size() > 1,
+       nodes == 1 ? policy_.single_copy : transport::shm::SingleCopySizes{}, policy_.tuning},
+      forced);
 }
 
 const Algorithm& Communicator::algorithm_for(Collective collective, const CollectiveArgs& args) {

@@ -12,6 +12,7 @@
 #include "collectives/node_layout.h"
 #include "collectives/operation.h"
 #include "collectives/registry.h"
+#include "collectives/tuning.h"
 #include "transport/shm/options.h"
 
 namespace ibcoll::collectives {
@@ -37,6 +38,7 @@ struct Policy {
   // This node's single-copy sizes (measured at start-up): what its members read straight from
   // each other, for the choice on groups inside the node.
   transport::shm::SingleCopySizes single_copy;
+  NodeTuning tuning;  // this node's allreduce thresholds, for the same groups
 };
 
 class Communicator {
@@ -66,11 +68,16 @@ class Communicator {
                                    uint64_t extra = 0) {
     return start(prepare(collective, args, extra));
   }
+  const Policy& policy() const { return policy_; }
+  // Calls prepared from now on choose by `policy` (every member must change it alike, between
+  // the same two calls).
+  void set_policy(Policy policy);
   // The algorithm a call of `count` elements of `type` would use.
   const Algorithm& choose(Collective collective, size_t count, DataType type) const;
 
  private:
   void check_arguments(Collective collective, const CollectiveArgs& args) const;
+  void check_forced_algorithms() const;
 
   transport::Channel& channel_;
   std::vector<int> members_;

@@ -23,8 +23,13 @@ Subgroup subgroup_of(const std::vector<int>& member_indices, std::span<const int
 }  // namespace
 
 NodeLayout::NodeLayout(transport::Channel& channel, const topo::Hierarchy& hierarchy,
-                       std::span<const int> members, int rank, std::optional<SlotGroup> node_slots)
-    : channel_(channel), hierarchy_(hierarchy), rank_(rank), node_slots_(std::move(node_slots)) {
+                       std::span<const int> members, int rank, std::optional<SlotGroup> node_slots,
+                       const NodeTuning& tuning)
+    : channel_(channel),
+      hierarchy_(hierarchy),
+      rank_(rank),
+      node_slots_(std::move(node_slots)),
+      tuning_(tuning) {
   const auto& nodes = hierarchy_.nodes();
   node_ = subgroup_of(nodes[static_cast<size_t>(hierarchy_.node_index(rank))], members, rank);
   leaders_ = subgroup_of(hierarchy_.leaders(), members, rank);
@@ -49,8 +54,9 @@ std::unique_ptr<CollectiveTask> NodeLayout::flat_call(Collective collective, con
                                                       const CollectiveArgs& args, uint64_t base_tag,
                                                       int offset, bool may_use_slots) {
   SlotGroup* slots = &group == &node_ && may_use_slots && node_slots_ ? &*node_slots_ : nullptr;
-  const Algorithm& algorithm = select_algorithm(collective, args.count * type_size(args.type),
-                                                {group.size(), slots != nullptr, 1, false, {}}, "");
+  const Algorithm& algorithm =
+      select_algorithm(collective, args.count * type_size(args.type),
+                       {group.size(), slots != nullptr, 1, false, {}, tuning_}, "");
   Group flat{channel_, group.rank, group.peers, slots, 0};
   if (algorithm.uses_slots) flat.slot_sequence = slots->next_sequence++;
   return algorithm.make(flat, args, base_tag + static_cast<uint64_t>(offset) * kStepsPerCall);

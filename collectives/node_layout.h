@@ -12,6 +12,7 @@
 
 #include "collectives/call_check.h"
 #include "collectives/task.h"
+#include "collectives/tuning.h"
 #include "topo/hierarchy.h"
 
 namespace ibcoll::collectives {
@@ -27,9 +28,11 @@ struct Subgroup {
 class NodeLayout {
  public:
   // `members`: the communicator's channel peers; this process is member `rank`. `node_slots`:
-  // the slot region shared by this node's members, when there is one.
+  // the slot region shared by this node's members, when there is one; `tuning`: this node's
+  // thresholds, for the calls inside it.
   NodeLayout(transport::Channel& channel, const topo::Hierarchy& hierarchy,
-             std::span<const int> members, int rank, std::optional<SlotGroup> node_slots);
+             std::span<const int> members, int rank, std::optional<SlotGroup> node_slots,
+             const NodeTuning& tuning);
 
   const topo::Hierarchy& hierarchy() const { return hierarchy_; }
   const Subgroup& node() const { return node_; }
@@ -74,6 +77,7 @@ class NodeLayout {
   Subgroup node_, leaders_, rail_;
   int rails_ = 1;
   std::optional<SlotGroup> node_slots_;
+  NodeTuning tuning_;
 };
 
 }  // namespace ibcoll::collectives

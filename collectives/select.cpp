@@ -22,8 +22,10 @@ struct Rule {
   // Only for sizes the group's members read straight from each other: inside the node's
   // single-copy window, or from its lower end up.
   enum class SingleCopy { any, inside, from } single_copy = SingleCopy::any;
-  size_t min_bytes = 0;
-  int max_ranks = std::numeric_limits<int>::max();
+  // Bounds the node measured (tuning.h), in place of max_bytes and of none below; a tuned
+  // lower bound of 0 means never.
+  size_t NodeTuning::*tuned_max = nullptr;
+  size_t NodeTuning::*tuned_min = nullptr;
 };
 
 constexpr size_t kAny = std::numeric_limits<size_t>::max();
@@ -45,22 +47,25 @@ const Rule kRules[] = {
     {Collective::allreduce, kAny, 1, "rails", true},
     {Collective::bcast, 64 << 10, 1, "hierarchical", true},
     {Collective::bcast, kAny, 1, "rails", true},
-    // Above about 2 KiB, reading every member's whole vector costs more than staged's three
-    // handshakes per chunk: each rank then reduces only its part.
-    {Collective::allreduce, 2 << 10, 1, "slots"},
-    // Where the node's single copy works: at 2 ranks each reads its half of the other's input
-    // and then the other's finished half straight from its process, 2.5 N of memory traffic
-    // against staged's 4 N. Measured here (2 ranks, 2 cores): 5-14% faster than staged from 1
-    // MiB to 16 MiB, even at 512 KiB, slower below (the kernel's copy pins every page it
-    // reads). 4 ranks on 2 cores: 20-30% slower than staged at every size (each chunk makes
-    // three reads where staged makes one copy in).
+    // Up to a size the node measures (about 2 KiB on the first 2-core machine), every rank
+    // reads every member's whole vector; above it that costs more than staged's three
+    // handshakes per chunk, where each rank reduces only its part.
+    {.collective = Collective::allreduce,
+     .max_bytes = kAny,
+     .min_ranks = 1,
+     .algorithm = "slots",
+     .tuned_max = &NodeTuning::slots_allreduce_max},
+    // Where the node's single copy works, from a size the node measures: each member reads its
+    // part of the others' inputs and then their finished parts straight from their processes,
+    // 2.5 N of memory traffic at 2 ranks against staged's 4 N. On the first 2-core machine it
+    // won from 1 MiB at 2 ranks (the kernel's copy pins every page it reads, and each chunk
+    // makes p - 1 reads where staged makes one copy in) and lost at 4 ranks on 2 cores.
     {.collective = Collective::allreduce,
      .max_bytes = kAny,
      .min_ranks = 2,
      .algorithm = "single_copy",
      .single_copy = Rule::SingleCopy::from,
-     .min_bytes = 1 << 20,
-     .max_ranks = 2},
+     .tuned_min = &NodeTuning::single_copy_allreduce_from},
     {Collective::allreduce, kAny, 1, "staged"},
     {Collective::allreduce, 16 << 10, 1, "recursive_doubling"},
     // Above this its exchanges outgrow a shared-memory ring (256 KiB): ranks that share a core
@@ -118,6 +123,10 @@ bool single_copy_allows(const Rule& rule, size_t bytes, const transport::shm::Si
   return false;
 }
 
+bool tuned_from(size_t from, size_t bytes) {
+  return from != 0 && bytes >= from;
+}
+
 }  // namespace
 
 const Algorithm& select_algorithm(Collective collective, size_t bytes, const GroupShape& shape,
@@ -128,9 +137,11 @@ const Algorithm& select_algorithm(Collective collective, size_t bytes, const Gro
   }
   const bool shared_nodes = shape.nodes > 1 && shape.nodes < shape.ranks;
   for (const Rule& rule : kRules) {
-    if (rule.collective != collective || bytes > rule.max_bytes || bytes < rule.min_bytes ||
-        shape.ranks < rule.min_ranks || shape.ranks > rule.max_ranks ||
-        (rule.across_shared_nodes && !shared_nodes) || (rule.checked_only && !shape.checked) ||
+    if (rule.collective != collective || bytes > rule.max_bytes ||
+        (rule.tuned_max && bytes > shape.tuning.*rule.tuned_max) ||
+        (rule.tuned_min && !tuned_from(shape.tuning.*rule.tuned_min, bytes)) ||
+        shape.ranks < rule.min_ranks || (rule.across_shared_nodes && !shared_nodes) ||
+        (rule.checked_only && !shape.checked) ||
         !single_copy_allows(rule, bytes, shape.single_copy)) {
       continue;
     }

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "collectives/registry.h"
+#include "collectives/tuning.h"
 #include "transport/shm/options.h"
 
 namespace ibcoll::collectives {
@@ -18,6 +19,7 @@ struct GroupShape {
   // The message sizes its members read straight from each other (single copy), when all are on
   // one node and reach each other through shared memory; the node's ranks agree on it.
   transport::shm::SingleCopySizes single_copy;
+  NodeTuning tuning;  // its node's thresholds, for groups inside the node
 };
 
 // The algorithm for `bytes` per rank on a group of `shape`: `forced` when it is not empty or

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/status.h"
+#include "transport/shm/slot_region.h"
 #include "transport/wire.h"
 
 extern char** environ;
@@ -40,6 +41,13 @@ const Variable kVariables[] = {
     {"IBCOLL_SHM_SINGLE_COPY", "auto",
      "node-local messages of these sizes are read from the sender (CMA): FROM (and up) or "
      "FROM-BELOW; 0: rings only; auto: measured between two ranks of the node at start-up"},
+    {"IBCOLL_ALLREDUCE_SLOTS_MAX", "auto",
+     "largest node-local allreduce (bytes per rank, at most 32K) that every rank folds whole "
+     "from the slots; larger ones run staged; auto: measured on the node's ranks at start-up"},
+    {"IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", "auto",
+     "node-local allreduces from this size read the members' inputs from their processes (CMA) "
+     "where the node's single copy works; 0: never; auto: measured on the node's ranks at "
+     "start-up"},
     {"IBCOLL_DEVICE", "",
      "verbs device as name[:port]; empty: the active one nearest this rank's cpus (ranks of a "
      "node take turns over equally near ones)"},
@@ -179,7 +187,13 @@ std::string Config::shared_settings() const {
       "IBCOLL_BCAST_ALGO=" + algorithm(policy.bcast_algorithm) + "\n" +
       "IBCOLL_CHECK_CALLS=" + (policy.check_calls ? "1" : "0") + "\n" +
       "IBCOLL_SHM_SLOTS=" + (shm_slots ? "1" : "0") + "\n" +
-      "IBCOLL_SHM_SINGLE_COPY=" + (calibrate_single_copy ? "auto" : shm.single_copy.text()) + "\n";
+      "IBCOLL_SHM_SINGLE_COPY=" + (calibrate_single_copy ? "auto" : shm.single_copy.text()) + "\n" +
+      "IBCOLL_ALLREDUCE_SLOTS_MAX=" +
+      (calibrate_slots_allreduce ? "auto" : std::to_string(policy.tuning.slots_allreduce_max)) +
+      "\n" + "IBCOLL_ALLREDUCE_SINGLE_COPY_FROM=" +
+      (calibrate_single_copy_allreduce ? "auto"
+                                       : std::to_string(policy.tuning.single_copy_allreduce_from)) +
+      "\n";
 #ifdef IBCOLL_HAVE_VERBS
   lines += std::string("IBCOLL_CM=") +
            (verbs.connect == transport::verbs::ConnectMode::ud ? "ud" : "rdmacm") + "\n" +
@@ -253,6 +267,21 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   const std::string single_copy = get("IBCOLL_SHM_SINGLE_COPY");
   c.calibrate_single_copy = single_copy == "auto";
   if (!c.calibrate_single_copy) c.shm.single_copy = parse_single_copy(single_copy);
+  const std::string slots_max = get("IBCOLL_ALLREDUCE_SLOTS_MAX");
+  c.calibrate_slots_allreduce = slots_max == "auto";
+  if (!c.calibrate_slots_allreduce) {
+    c.policy.tuning.slots_allreduce_max = parse_size("IBCOLL_ALLREDUCE_SLOTS_MAX", slots_max);
+    if (c.policy.tuning.slots_allreduce_max > transport::shm::SlotRegion::kDataBytes) {
+      throw Error(Code::invalid_argument,
+                  "IBCOLL_ALLREDUCE_SLOTS_MAX: at most 32K (a slot's buffer), or auto");
+    }
+  }
+  const std::string single_copy_from = get("IBCOLL_ALLREDUCE_SINGLE_COPY_FROM");
+  c.calibrate_single_copy_allreduce = single_copy_from == "auto";
+  if (!c.calibrate_single_copy_allreduce) {
+    c.policy.tuning.single_copy_allreduce_from =
+        parse_size("IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", single_copy_from);
+  }
 #ifdef IBCOLL_HAVE_VERBS
   auto& v = c.verbs;
   v.device = get("IBCOLL_DEVICE");

@@ -48,6 +48,9 @@ struct Config {
   bool shm_slots = true;       // node-local communicators get the slot region
   transport::shm::ShmOptions shm;
   bool calibrate_single_copy = true;  // shm.single_copy measured at start-up
+  // policy.tuning's thresholds measured at start-up (runtime/node_calibration.h)
+  bool calibrate_slots_allreduce = true;
+  bool calibrate_single_copy_allreduce = true;
 #ifdef IBCOLL_HAVE_VERBS
   transport::verbs::Options verbs;
   std::string xrc_dir;  // where the per-job XRC domain files go

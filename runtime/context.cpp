@@ -8,8 +8,10 @@
 #include <utility>
 
 #include "base/log.h"
+#include "base/size_text.h"
 #include "runtime/bootstrap/set_up_exchange.h"
 #include "runtime/hang_report.h"
+#include "runtime/node_calibration.h"
 #include "runtime/shm_endpoint.h"
 #ifdef IBCOLL_HAVE_VERBS
 #include "runtime/verbs_endpoint.h"
@@ -70,6 +72,7 @@ Context::Context(std::unique_ptr<Bootstrap> bootstrap) : job_(std::move(bootstra
 
 void Context::open_transports_and_world() {
   open_transports();
+  tune_node();
   std::vector<int> everyone(static_cast<size_t>(job_.size()));
   std::iota(everyone.begin(), everyone.end(), 0);
   world_ = make_communicator(std::move(everyone), job_.rank(), 1);
@@ -89,8 +92,50 @@ std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> member
   }
   collectives::Policy policy = job_.config().policy;
   if (shm_) policy.single_copy = shm_->single_copy();
+  policy.tuning = tuning_;
   return std::make_unique<Communicator>(*channel_, std::move(members), rank, id, std::move(policy),
                                         std::move(slots), hierarchy, std::move(node_slots));
+}
+
+// The node's ranks measure the thresholds no variable sets on a communicator of their own. Its
+// id, 0, is no other communicator's, so the slot region it uses is the calibration's alone.
+void Context::tune_node() {
+  const Config& config = job_.config();
+  tuning_ = config.policy.tuning;
+  std::string slots_origin = "IBCOLL_ALLREDUCE_SLOTS_MAX";
+  std::string single_copy_origin = "IBCOLL_ALLREDUCE_SINGLE_COPY_FROM";
+  const bool measure_slots = config.calibrate_slots_allreduce;
+  const bool measure_single_copy = config.calibrate_single_copy_allreduce;
+  const std::string& forced = config.policy.allreduce_algorithm;
+  std::string unused;  // why nothing is measured
+  if (!shm_ || !config.shm_slots) unused = "unused: no slots on this node";
+  if (!forced.empty() && forced != "auto") unused = "unused: IBCOLL_ALLREDUCE_ALGO=" + forced;
+  if (!unused.empty()) {
+    if (measure_slots) slots_origin = unused;
+    if (measure_single_copy) single_copy_origin = unused;
+  } else if (measure_slots || measure_single_copy) {
+    const std::vector<int>& node_ranks = placement_.node_ranks;
+    auto node = make_communicator(node_ranks, placement_.local_rank(job_.rank()), 0);
+    collectives::Policy policy = node->policy();
+    policy.check_calls = false;  // every rank makes the same calls by construction
+    policy.bcast_algorithm.clear();
+    node->set_policy(std::move(policy));
+    const NodeCalibration measured =
+        calibrate_node(*this, *node, tuning_, measure_slots, measure_single_copy);
+    tuning_ = measured.tuning;
+    if (measure_slots) slots_origin = measured.slots_summary;
+    if (measure_single_copy) {
+      single_copy_origin = measured.single_copy_summary.empty()
+                               ? "unused: the node's single copy does not work (or never wins)"
+                               : measured.single_copy_summary;
+    }
+  }
+  const std::string lines =
+      "IBCOLL_ALLREDUCE_SLOTS_MAX=" + size_text(tuning_.slots_allreduce_max) + " (" + slots_origin +
+      ")\nIBCOLL_ALLREDUCE_SINGLE_COPY_FROM=" + size_text(tuning_.single_copy_allreduce_from) +
+      " (" + single_copy_origin + ")\n";
+  IBCOLL_LOG(info, lines.substr(0, lines.size() - 1));
+  thresholds_ += lines;
 }
 
 Context::~Context() {

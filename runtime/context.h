@@ -112,6 +112,7 @@ class Context {
   // The constructors' common part, once the job is there.
   void open_transports_and_world();
   void open_transports();
+  void tune_node();
   std::unique_ptr<collectives::Communicator> make_communicator(std::vector<int> members, int rank,
                                                                uint16_t id);
   std::unique_ptr<collectives::Communicator> create_group(collectives::Communicator& parent,
@@ -125,6 +126,7 @@ class Context {
   Placement placement_;  // this node's ranks, their cpus, its topology
   std::unique_ptr<transport::shm::ShmChannel> shm_;
   std::string thresholds_;
+  collectives::NodeTuning tuning_;  // this node's, for communicators inside it
 #ifdef IBCOLL_HAVE_VERBS
   std::unique_ptr<transport::verbs::VerbsChannel> verbs_;
 #endif

@@ -132,11 +132,13 @@ int main(int argc, char** argv) {
   std::printf(
       "\nautomatic choice by bytes per rank: 2 ranks on one node with shared memory / "
       "otherwise; 8 ranks the same; 8 ranks on one node whose single copy takes 16 KiB and up / "
-      "8 ranks on 2 nodes, calls checked (IBCOLL_CHECK_CALLS=1)\n\n");
+      "8 ranks on 2 nodes, calls checked (IBCOLL_CHECK_CALLS=1); node-local allreduce thresholds "
+      "unmeasured (this machine's are below)\n\n");
   using transport::shm::SingleCopySizes;
   const collectives::GroupShape shapes[] = {
-      {2, true, 1, false, {}},  {2, false, 1, false, {}},        {8, true, 1, false, {}},
-      {8, false, 1, false, {}}, {8, true, 1, false, {16 << 10}}, {8, false, 2, true, {}}};
+      {2, true, 1, false, {}, {}},         {2, false, 1, false, {}, {}},
+      {8, true, 1, false, {}, {}},         {8, false, 1, false, {}, {}},
+      {8, true, 1, false, {16 << 10}, {}}, {8, false, 2, true, {}, {}}};
   for (auto collective : {collectives::Collective::allreduce, collectives::Collective::bcast}) {
     for (size_t bytes :
          {size_t{8}, size_t{4096}, size_t{65536}, size_t{1} << 20, size_t{16} << 20}) {

@@ -287,7 +287,8 @@ ibcoll_request_t start_staged_allreduce(CapiRank& r, std::vector<double>& x) {
 // on its chunks, fail with IBCOLL_ERR_PEER_FAILED naming it instead of waiting for the timeout.
 TEST(Errors, ARankThatDiesInsideALargeCallFailsTheOthers) {
   RankOptions options;
-  options.environment = {{"IBCOLL_TIMEOUT", "8s"}};  // also bounds finalize, without rank 2
+  options.environment = {{"IBCOLL_TIMEOUT", "8s"},  // also bounds finalize, without rank 2
+                         {"IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", "0"}};
   const auto exits = run_ranks(
       3,
       [](int me, int) {
@@ -324,7 +325,9 @@ TEST(Errors, ARankThatDiesInsideASingleCopyAllreduceFailsTheOther) {
   for (const bool waited_on : {false, true}) {
     SCOPED_TRACE(waited_on ? "it dies while waited on" : "it dies before it is read");
     RankOptions options;
-    options.environment = {{"IBCOLL_SHM_SINGLE_COPY", "4K"}, {"IBCOLL_TIMEOUT", "8s"}};
+    options.environment = {{"IBCOLL_SHM_SINGLE_COPY", "4K"},
+                           {"IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", "1M"},
+                           {"IBCOLL_TIMEOUT", "8s"}};
     const auto exits = run_ranks(
         2,
         [waited_on](int me, int) {
@@ -422,6 +425,7 @@ TEST(Errors, AStagedCallGivenUpAmongItsChunksFailsTheCommunicatorEverywhere) {
   constexpr auto kTimeout = std::chrono::milliseconds(2000);
   RankOptions options;
   options.environment["IBCOLL_TIMEOUT"] = "2s";
+  options.environment["IBCOLL_ALLREDUCE_SINGLE_COPY_FROM"] = "0";
   expect_all_ok(run_ranks(
       3,
       [&](int me, int) {

@@ -117,17 +117,39 @@ TEST(Config, BadValuesNameTheirVariable) {
   expect_error_naming({{"IBCOLL_MR_CACHE", "perhaps"}}, "IBCOLL_MR_CACHE");
   for (const char* text : {"big", "2M-64K", "64K-", "64K-64K"})
     expect_error_naming({{"IBCOLL_SHM_SINGLE_COPY", text}}, "IBCOLL_SHM_SINGLE_COPY");
+  for (const char* text : {"33K", "1M", "measured"})  // beyond a slot's buffer, or not a size
+    expect_error_naming({{"IBCOLL_ALLREDUCE_SLOTS_MAX", text}}, "IBCOLL_ALLREDUCE_SLOTS_MAX");
+  expect_error_naming({{"IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", "-1"}},
+                      "IBCOLL_ALLREDUCE_SINGLE_COPY_FROM");
+}
+
+// The node-local allreduce thresholds: measured unless set (auto, the default); set, taken as
+// given, 0 turning single copy off.
+TEST(Config, AllreduceThresholdsAreMeasuredUnlessSet) {
+  const Config measured = Config::from_environment(lookup_in({}));
+  EXPECT_TRUE(measured.calibrate_slots_allreduce && measured.calibrate_single_copy_allreduce);
+  const Config set = Config::from_environment(lookup_in(
+      {{"IBCOLL_ALLREDUCE_SLOTS_MAX", "32K"}, {"IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", "0"}}));
+  EXPECT_FALSE(set.calibrate_slots_allreduce || set.calibrate_single_copy_allreduce);
+  EXPECT_EQ(set.policy.tuning.slots_allreduce_max, size_t{32} << 10);
+  EXPECT_EQ(set.policy.tuning.single_copy_allreduce_from, 0u);
 }
 
 // Settings the ranks must share: one rank set differently from the others in any of them is
 // named in the error of the set-up exchange (check_shared_settings), with both values.
 TEST(Config, EverySettingTheRanksMustShareIsChecked) {
   std::map<std::string, std::string> differing = {
-      {"IBCOLL_TRANSPORT", "shm"},    {"IBCOLL_ALLREDUCE_ALGO", "ring"},
-      {"IBCOLL_BCAST_ALGO", "chain"}, {"IBCOLL_CHECK_CALLS", "0"},
-      {"IBCOLL_SHM_SLOTS", "0"},      {"IBCOLL_SHM_SINGLE_COPY", "64K"},
+      {"IBCOLL_TRANSPORT", "shm"},
+      {"IBCOLL_ALLREDUCE_ALGO", "ring"},
+      {"IBCOLL_BCAST_ALGO", "chain"},
+      {"IBCOLL_CHECK_CALLS", "0"},
+      {"IBCOLL_SHM_SLOTS", "0"},
+      {"IBCOLL_SHM_SINGLE_COPY", "64K"},
+      {"IBCOLL_ALLREDUCE_SLOTS_MAX", "4K"},
+      {"IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", "0"},
 #ifdef IBCOLL_HAVE_VERBS
-      {"IBCOLL_CM", "rdmacm"},        {"IBCOLL_XRC", "off"},
+      {"IBCOLL_CM", "rdmacm"},
+      {"IBCOLL_XRC", "off"},
       {"IBCOLL_EAGER_BUFFER", "4k"},
 #endif
   };
