@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <string_view>
 #include <vector>
 
 #include "base/size_text.h"
@@ -44,7 +45,8 @@ class Timer {
     collectives::Policy forced = kept_;
     forced.allreduce_algorithm = algorithm;
     node_.set_policy(forced);
-    if (node_.choose(Collective::allreduce, count, DataType::float32).name != algorithm) {
+    if (std::string_view(node_.choose(Collective::allreduce, count, DataType::float32).name) !=
+        algorithm) {
       throw Error(Code::internal, std::string("node calibration: ") + algorithm + " cannot run " +
                                       size_text(bytes) + " here");
     }
