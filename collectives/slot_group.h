@@ -1,7 +1,7 @@
 // SlotGroup: a communicator's share of the node's slot region (transport/shm/slot_region.h),
-// when every member is on this node: the region its id selects, each member's local rank, and
-// the sequence number of its slot calls. Communicators that share an id never share a member,
-// so each local rank's slot has one writer.
+// when every member is on this node: the slot set it holds while it lives (its binding), each
+// member's local rank, and the sequence number of its slot calls. Communicators that share an
+// id never share a member, so each local rank's slot has one writer.
 #pragma once
 
 #include <array>
@@ -11,14 +11,16 @@
 #include <vector>
 
 #include "base/status.h"
+#include "transport/shm/slot_binding.h"
 #include "transport/shm/slot_region.h"
 
 namespace ibcoll::collectives {
 
 struct SlotGroup {
   const transport::shm::SlotRegion* region = nullptr;
-  int index = 0;                 // region number (the communicator's id)
-  std::vector<int> local_ranks;  // per member
+  transport::shm::SlotBinding binding;  // this rank's hold on the set, given back at the end
+  int index = 0;                        // the set's number
+  std::vector<int> local_ranks;         // per member
   uint64_t next_sequence = 1;
   uint64_t released = 0;  // this rank's last call done with its buffers: calls go in order
   // Per member, the highest call seen published: a buffer known free needs no second look.

@@ -422,19 +422,27 @@ std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, ui
 }
 
 std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>& members,
-                                                          uint16_t id) const {
-  // Each region starts zeroed and is used by one set of communicators for the whole job.
-  if (!shm_ || !job_.config().shm_slots || id >= transport::shm::SlotRegion::kRegions) {
-    return std::nullopt;
-  }
+                                                          uint16_t id) {
+  if (!shm_ || !job_.config().shm_slots) return std::nullopt;
   collectives::SlotGroup group;
   group.region = &shm_->slots();
-  group.index = id;
   group.seen_ready.resize(members.size());
   for (int member : members) {
     if (member != job_.rank() && channel_->channel_of(member) != shm_.get()) return std::nullopt;
     group.local_ranks.push_back(placement_.local_rank(member));
   }
+  group.binding = transport::shm::SlotBinding(shm_->slots(), id, group.local_ranks,
+                                              placement_.local_rank(job_.rank()));
+  if (group.binding.set() == transport::shm::SlotRegion::kNoSet) {
+    if (!said_no_slot_set_) {
+      IBCOLL_LOG(warn, "communicator " << id << " and others run without the slots: all "
+                                       << transport::shm::SlotRegion::kSets
+                                       << " slot sets of this node are held");
+      said_no_slot_set_ = true;
+    }
+    return std::nullopt;
+  }
+  group.index = group.binding.set();
   return group;
 }
 

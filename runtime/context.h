@@ -117,15 +117,16 @@ class Context {
                                                                uint16_t id);
   std::unique_ptr<collectives::Communicator> create_group(collectives::Communicator& parent,
                                                           int color, int key, uint64_t extra);
-  // The slot region share of a communicator of these job ranks with this id, when it can
-  // have one (all of them reached through this node's shared memory, a region left).
-  std::optional<collectives::SlotGroup> slot_group(const std::vector<int>& members,
-                                                   uint16_t id) const;
+  // The slot set of a communicator of these job ranks with this id, when it can have one (all
+  // of them reached through this node's shared memory, a set free when its first member on the
+  // node bound it).
+  std::optional<collectives::SlotGroup> slot_group(const std::vector<int>& members, uint16_t id);
 
   Job job_;
   Placement placement_;  // this node's ranks, their cpus, its topology
   std::unique_ptr<transport::shm::ShmChannel> shm_;
   std::string thresholds_;
+  bool said_no_slot_set_ = false;   // the warning that the node's slot sets are all held
   collectives::NodeTuning tuning_;  // this node's, for communicators inside it
 #ifdef IBCOLL_HAVE_VERBS
   std::unique_ptr<transport::verbs::VerbsChannel> verbs_;

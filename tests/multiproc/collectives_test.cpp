@@ -14,6 +14,7 @@
 
 #include "collectives/registry.h"
 #include "tests/support/collectives.h"
+#include "transport/shm/slot_region.h"
 
 namespace ibcoll::testing {
 namespace {
@@ -182,6 +183,70 @@ TEST(Collectives, SplitAndCreatedCommunicators) {
                "IBCOLL_UNDEFINED gives no communicator");
     allreduce_sweep(r.world(), {DataType::int64}, {5});
     RANK_CHECK(ibcoll_comm_free(&parity) == IBCOLL_SUCCESS, ibcoll_last_error());
+    return 0;
+  }));
+}
+
+// Node-local communicators take slot sets from the node's pool while they live, any ids: with
+// the world holding one, the next kSets - 1 split communicators all run the slots, and those
+// after them run without (every member agreeing, so their calls still meet). Freed
+// communicators give their sets back: new ones take them, cleared, and run the slots again.
+TEST(Collectives, LiveCommunicatorsRunInTheSlotsWhileTheNodesSetsLast) {
+  expect_all_ok(run_ranks(3, [](int me, int) {
+    CapiRank r;
+    constexpr int kSets = transport::shm::SlotRegion::kSets;
+    std::vector<ibcoll_comm_t> comms(kSets + 2);
+    auto split = [&](size_t i) {
+      RANK_CHECK(ibcoll_comm_split(r.world(), 0, me, &comms[i]) == IBCOLL_SUCCESS,
+                 ibcoll_last_error());
+    };
+    auto runs_slots = [&](size_t i) {
+      return std::string(ibcoll_algorithm(comms[i], IBCOLL_ALLREDUCE, 1, IBCOLL_FLOAT64)) ==
+             "slots";
+    };
+    for (size_t i = 0; i < comms.size(); ++i) {
+      split(i);
+      RANK_CHECK(runs_slots(i) == (i + 1 < kSets), "communicator " + std::to_string(i) +
+                                                       (runs_slots(i) ? " runs" : " misses") +
+                                                       " the slots");
+    }
+    for (ibcoll_comm_t comm : comms)
+      allreduce_sweep(comm, {DataType::float64}, {1, 3});
+    for (size_t i = 0; i < 100; i += 2)
+      RANK_CHECK(ibcoll_comm_free(&comms[i]) == IBCOLL_SUCCESS, ibcoll_last_error());
+    for (size_t i = 0; i < 100; i += 2) {
+      split(i);
+      RANK_CHECK(runs_slots(i), "a set given back was not taken again");
+      allreduce_sweep(comms[i], {DataType::int32}, {1, 1031});
+      bcast_every_root(comms[i], DataType::uint8, {5});
+    }
+    for (ibcoll_comm_t& comm : comms)
+      RANK_CHECK(ibcoll_comm_free(&comm) == IBCOLL_SUCCESS, ibcoll_last_error());
+    return 0;
+  }));
+}
+
+// A member may be done with a communicator before another has even made it: a bcast's root
+// runs ahead (it needs nothing from the others). Here the root makes the communicator, bcasts
+// through the slots and frees it before the others make theirs (not collective, by id); they
+// still find its set, with its data, in the node's directory, which lets the set go only once
+// every member has.
+TEST(Collectives, AMemberThatFreesFirstLeavesTheSlotSetToTheLateOnes) {
+  expect_all_ok(run_ranks(3, [](int me, int) {
+    CapiRank r;
+    const int ranks[] = {0, 1, 2};
+    constexpr unsigned kId = 1000;
+    std::vector<int32_t> data(100, me == 0 ? 42 : 0);
+    ibcoll_comm_t comm = nullptr;
+    if (me != 0) meet_without_ibcoll("root-done", me, {0, 1, 2});
+    RANK_CHECK(ibcoll_comm_from_ranks(r.context(), ranks, 3, kId, &comm) == IBCOLL_SUCCESS,
+               ibcoll_last_error());
+    expect_algorithm(comm, IBCOLL_BCAST, data.size(), IBCOLL_INT32, "slots");
+    RANK_CHECK(ibcoll_bcast(data.data(), data.size(), IBCOLL_INT32, 0, comm) == IBCOLL_SUCCESS,
+               ibcoll_last_error());
+    RANK_CHECK(ibcoll_comm_free(&comm) == IBCOLL_SUCCESS, ibcoll_last_error());
+    if (me == 0) meet_without_ibcoll("root-done", me, {0, 1, 2});
+    RANK_CHECK(data == std::vector<int32_t>(100, 42), "the late members did not get the data");
     return 0;
   }));
 }

@@ -22,18 +22,19 @@ constexpr uint32_t kPollsPerClockRead = 64;
 size_t pairs(int size) {
   return static_cast<size_t>(size) * static_cast<size_t>(size);
 }
-// After the rings: the answer tables; then (cache-line aligned) the slot region.
+// After the rings: the answer tables; then (page aligned) the slot region.
 size_t rings_end(int size) {
   return kControlBytes + pairs(size) * Ring::kBytes;
 }
-size_t answers_end(int size) {
-  return rings_end(size) + pairs(size) * Answers::kBytes;
+size_t slots_offset(int size) {
+  const size_t answers_end = rings_end(size) + pairs(size) * Answers::kBytes;
+  return (answers_end + 4095) / 4096 * 4096;
 }
 
 }  // namespace
 
 size_t ShmChannel::segment_bytes(int size) {
-  return answers_end(size) + SlotRegion::bytes(size);
+  return slots_offset(size) + SlotRegion::bytes(size);
 }
 
 size_t ShmChannel::ring_offset(int from, int to, int size) {
@@ -47,7 +48,7 @@ ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions opt
       size_(size),
       segment_(std::move(segment)),
       options_(options),
-      slots_(segment_.data() + answers_end(size), size, pids()) {
+      slots_(segment_.data() + slots_offset(size), size, pids()) {
   if (size < 1 || static_cast<size_t>(size) * sizeof(pid_t) > kControlBytes) {
     throw Error(Code::invalid_argument,
                 "size: " + std::to_string(size) + " local ranks do not fit a shared segment");

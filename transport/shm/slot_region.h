@@ -1,10 +1,12 @@
 // SlotRegion: the part of a node's segment where small node-local collectives run without any
-// message matching. Each of kRegions communicators (by id) has, for every local rank, a slot:
-// four buffers (taken in turn, call by call) that the rank fills with its call's signature
-// and data and then publishes by storing the call's sequence number in `ready`. Only the owner
-// writes a slot; everyone may read it. A rank reads call s - 1's buffers only before it
-// publishes call s + 1, so a member's `ready` of call s - 2 also says that it has read call
-// s - 4, whose buffer call s reuses: no separate "done" flag has to cross cores.
+// message matching. It holds kSets slot sets, which communicators take while they live (the
+// node's directory says which, slot_binding.h); a set has, for every local rank, a slot: four
+// buffers (taken in turn, call by call) that the rank fills with its call's signature and data
+// and then publishes by storing the call's sequence number in `ready`. Only the owner writes a
+// slot; everyone may read it. A rank reads call s - 1's buffers only before it publishes call
+// s + 1, so a member's `ready` of call s - 2 also says that it has read call s - 4, whose
+// buffer call s reuses: no separate "done" flag has to cross cores. The segment's file is
+// sparse: a set takes memory only once a communicator uses it, and gives it back when freed.
 #pragma once
 
 #include <sys/types.h>
@@ -19,7 +21,7 @@ namespace ibcoll::transport::shm {
 
 class SlotRegion {
  public:
-  static constexpr int kRegions = 16;
+  static constexpr int kSets = 128;
   static constexpr int kBuffers = 4;
   static constexpr size_t kDataBytes = 32 << 10;  // per buffer
   static constexpr size_t kSignatureWords = 4;
@@ -62,18 +64,42 @@ class SlotRegion {
     Staging staging;
   };
 
+  // Which communicators hold which sets: an entry per communicator that some rank of the node
+  // holds (a set, or none when every set was held as it came), taken and given back under
+  // `lock` (the holder's local rank + 1). A communicator is its id and its first member on the
+  // node (communicators that share an id share no member). The entry lasts until every member
+  // on the node has let go, so a member that binds late (a root ran ahead and freed the
+  // communicator) still finds what the first decided. More communicators than sets can live:
+  // the later ones run without slots.
+  static constexpr int kEntries = 4 * kSets;
+  static constexpr int32_t kNoSet = -1;
+  struct Directory {
+    alignas(64) uint32_t lock;
+    struct Entry {
+      uint32_t id_plus_one;   // 0: a free entry
+      uint32_t first_member;  // local rank
+      int32_t set;            // kNoSet: the communicator runs without slots
+      uint32_t members;       // on this node
+      uint32_t let_go;        // members done with it
+    } entries[kEntries];
+  };
+  static constexpr size_t kDirectoryBytes = (sizeof(Directory) + 4095) / 4096 * 4096;
+
   static size_t bytes(int local_ranks) {
-    return sizeof(Slot) * static_cast<size_t>(kRegions) * static_cast<size_t>(local_ranks);
+    return kDirectoryBytes +
+           sizeof(Slot) * static_cast<size_t>(kSets) * static_cast<size_t>(local_ranks);
   }
 
-  // `base` is 64-byte aligned, bytes(local_ranks) long, zeroed when created; `pids` is the
+  // `base` is 4096-byte aligned, bytes(local_ranks) long, zeroed when created; `pids` is the
   // segment's table of each local rank's process.
   SlotRegion(std::byte* base, int local_ranks, const pid_t* pids)
       : base_(base), local_ranks_(local_ranks), pids_(pids) {}
 
-  Slot& slot(int region, int local_rank) const {
-    return reinterpret_cast<Slot*>(base_)[region * local_ranks_ + local_rank];
+  Directory& directory() const { return *reinterpret_cast<Directory*>(base_); }
+  Slot& slot(int set, int local_rank) const {
+    return reinterpret_cast<Slot*>(base_ + kDirectoryBytes)[set * local_ranks_ + local_rank];
   }
+  int local_ranks() const { return local_ranks_; }
   // The process of `local_rank`, and whether it can still answer (a wait checks now and then).
   pid_t pid(int local_rank) const { return pids_[local_rank]; }
   bool alive(int local_rank) const {

@@ -1,0 +1,142 @@
+#include "transport/shm/slot_binding.h"
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bitset>
+#include <string>
+#include <utility>
+
+#include "base/log.h"
+#include "base/status.h"
+
+namespace ibcoll::transport::shm {
+namespace {
+
+// The directory's lock, held for a few loads and stores; a waiter that finds its holder's
+// process gone takes it over.
+class DirectoryLock {
+ public:
+  DirectoryLock(const SlotRegion& region, int local_rank) : lock_(region.directory().lock) {
+    const auto me = static_cast<uint32_t>(local_rank + 1);
+    for (uint32_t tries = 1;; ++tries) {
+      uint32_t holder = 0;
+      if (lock_.compare_exchange_weak(holder, me, std::memory_order_acquire)) return;
+      if (holder != 0 && tries % kTriesPerLivenessCheck == 0 &&
+          !region.alive(static_cast<int>(holder) - 1) &&
+          lock_.compare_exchange_strong(holder, me, std::memory_order_acquire)) {
+        IBCOLL_LOG(warn, "the slot directory's lock was held by local rank "
+                             << holder - 1 << ", whose process is gone: taken over");
+        return;
+      }
+      sched_yield();  // its holder may be waiting for this core
+    }
+  }
+  ~DirectoryLock() { lock_.store(0, std::memory_order_release); }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  static constexpr uint32_t kTriesPerLivenessCheck = 1024;
+  std::atomic_ref<uint32_t> lock_;
+};
+
+// The lowest set no entry holds, or kNoSet.
+int free_set(const SlotRegion::Directory& directory) {
+  std::bitset<SlotRegion::kSets> held;
+  for (const auto& e : directory.entries)
+    if (e.id_plus_one != 0 && e.set != SlotRegion::kNoSet) held.set(static_cast<size_t>(e.set));
+  for (int s = 0; s < SlotRegion::kSets; ++s)
+    if (!held.test(static_cast<size_t>(s))) return s;
+  return SlotRegion::kNoSet;
+}
+
+// A set's words that say how far its calls have gone, zeroed for a new communicator (its
+// pages were given back when the last one let go, but not those it shares with a neighbour).
+void clear(const SlotRegion& region, int set) {
+  for (int l = 0; l < region.local_ranks(); ++l) {
+    SlotRegion::Slot& slot = region.slot(set, l);
+    slot.abandoned = {};
+    slot.copied = {};
+    for (auto& buffer : slot.buffers)
+      buffer.ready = 0;
+    slot.staging.contributed = slot.staging.reduced = slot.staging.finished = 0;
+  }
+}
+
+// The whole pages of a set's slots go back to the kernel (the segment's file is sparse).
+void give_back(const SlotRegion& region, int set) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(&region.slot(set, 0));
+  const auto end = reinterpret_cast<uintptr_t>(&region.slot(set, region.local_ranks() - 1) + 1);
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first && madvise(reinterpret_cast<void*>(first), last - first, MADV_REMOVE) != 0) {
+    IBCOLL_LOG(debug, "slot set " << set << " keeps its pages: madvise(MADV_REMOVE) failed, errno "
+                                  << errno);
+  }
+}
+
+}  // namespace
+
+SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, std::span<const int> members,
+                         int local_rank)
+    : region_(&region), local_rank_(local_rank) {
+  const auto first = static_cast<uint32_t>(*std::min_element(members.begin(), members.end()));
+  DirectoryLock lock(region, local_rank);
+  auto& entries = region.directory().entries;
+  int free_entry = -1;
+  for (int e = 0; e < SlotRegion::kEntries && entry_ < 0; ++e) {
+    if (entries[e].id_plus_one == id + 1 && entries[e].first_member == first) entry_ = e;
+    if (entries[e].id_plus_one == 0 && free_entry < 0) free_entry = e;
+  }
+  if (entry_ < 0) {
+    if (free_entry < 0) {
+      region_ = nullptr;
+      throw Error(Code::system_error,
+                  "communicator " + std::to_string(id) + ": this node already holds " +
+                      std::to_string(SlotRegion::kEntries) + " live communicators");
+    }
+    entry_ = free_entry;
+    const int set = free_set(region.directory());
+    if (set != SlotRegion::kNoSet) clear(region, set);
+    entries[entry_] = {id + 1, first, set, static_cast<uint32_t>(members.size()), 0};
+  }
+  set_ = entries[entry_].set;
+}
+
+SlotBinding::SlotBinding(SlotBinding&& other) noexcept
+    : region_(std::exchange(other.region_, nullptr)),
+      entry_(other.entry_),
+      set_(other.set_),
+      local_rank_(other.local_rank_) {}
+
+SlotBinding& SlotBinding::operator=(SlotBinding&& other) noexcept {
+  if (this != &other) {
+    release();
+    region_ = std::exchange(other.region_, nullptr);
+    entry_ = other.entry_;
+    set_ = other.set_;
+    local_rank_ = other.local_rank_;
+  }
+  return *this;
+}
+
+SlotBinding::~SlotBinding() {
+  release();
+}
+
+void SlotBinding::release() noexcept {
+  if (!region_) return;
+  DirectoryLock lock(*region_, local_rank_);
+  auto& entry = region_->directory().entries[entry_];
+  if (++entry.let_go == entry.members) {
+    if (entry.set != SlotRegion::kNoSet) give_back(*region_, entry.set);
+    entry = {};
+  }
+  region_ = nullptr;
+}
+
+}  // namespace ibcoll::transport::shm

@@ -1,0 +1,41 @@
+// SlotBinding: one rank's hold on the slot set of a communicator, through the node's directory
+// (SlotRegion::Directory). The communicator's members on the node share its entry: the first
+// to bind decides, under the directory's lock, between a free set (cleared for it) and none
+// (every set is held); the others take what it decided, so all members agree without a
+// message. When every member has let go, the entry is free again and the set's pages go back
+// to the kernel. A rank that dies holding the lock loses it to the next that finds it dead.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "transport/shm/slot_region.h"
+
+namespace ibcoll::transport::shm {
+
+class SlotBinding {
+ public:
+  SlotBinding() = default;  // holds nothing
+  // Binds communicator `id`, whose members on this node are `members` (local ranks, in order),
+  // for this process (`local_rank`). Error(system_error) when every entry of the directory is
+  // taken (more communicators live on the node than it lists).
+  SlotBinding(const SlotRegion& region, uint32_t id, std::span<const int> members, int local_rank);
+  SlotBinding(SlotBinding&& other) noexcept;
+  SlotBinding& operator=(SlotBinding&& other) noexcept;
+  SlotBinding(const SlotBinding&) = delete;
+  SlotBinding& operator=(const SlotBinding&) = delete;
+  ~SlotBinding();
+
+  // The set the communicator uses, or SlotRegion::kNoSet.
+  int set() const { return set_; }
+
+ private:
+  void release() noexcept;
+
+  const SlotRegion* region_ = nullptr;
+  int entry_ = -1;
+  int set_ = SlotRegion::kNoSet;
+  int local_rank_ = 0;
+};
+
+}  // namespace ibcoll::transport::shm
