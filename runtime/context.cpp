@@ -237,7 +237,11 @@ const char* Context::transport_to(int rank) const {
 
 Context::Counters Context::counters() const {
   Counters c;
-  if (shm_) c.shm_sent = channel_->sent_through(*shm_);
+  if (shm_) {
+    c.shm_sent = channel_->sent_through(*shm_);
+    c.shm_segment_bytes = shm_->segment().size();
+    c.shm_resident_bytes = shm_->segment().resident_bytes();
+  }
 #ifdef IBCOLL_HAVE_VERBS
   if (verbs_) {
     c.verbs_sent = channel_->sent_through(*verbs_);

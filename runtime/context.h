@@ -60,6 +60,7 @@ class Context {
   struct Counters {
     uint64_t verbs_connections = 0;
     transport::RoutedChannel::Traffic verbs_sent, shm_sent;
+    uint64_t shm_segment_bytes = 0, shm_resident_bytes = 0;
   };
   // What the transports have done since the start (ibcoll_get_counters).
   Counters counters() const;

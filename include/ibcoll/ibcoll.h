@@ -175,6 +175,10 @@ typedef struct {
   uint64_t verbs_connections; /* RC connections made with other processes */
   uint64_t verbs_messages_sent, verbs_bytes_sent;
   uint64_t shm_messages_sent, shm_bytes_sent;
+  /* This node's shared segment: its size (address space; its file is sparse) and the bytes the
+   * kernel holds for it now (rings of the pairs that have talked, slot sets in use). 0 without
+   * shared memory. */
+  uint64_t shm_segment_bytes, shm_resident_bytes;
 } ibcoll_counters_t;
 ibcoll_status_t ibcoll_get_counters(ibcoll_context_t context, ibcoll_counters_t* counters);
 /* The thresholds this process runs with that the machine decides, a line each, as

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "collectives/registry.h"
 #include "tests/support/collectives.h"
+#include "transport/shm/ring.h"
 #include "transport/shm/slot_region.h"
 
 namespace ibcoll::testing {
@@ -249,6 +251,50 @@ TEST(Collectives, AMemberThatFreesFirstLeavesTheSlotSetToTheLateOnes) {
     RANK_CHECK(data == std::vector<int32_t>(100, 42), "the late members did not get the data");
     return 0;
   }));
+}
+
+// The node's shared segment takes memory for what its ranks use, not for its size: its file is
+// sparse, so a ring's pages exist once its pair has talked, and a slot set's while a
+// communicator holds it. After start-up, allreduces (slots, staged) and bcasts from one root
+// (by messages: single copy off) up to 1 MiB, at 2 to 16 ranks, it holds at most the world's slot
+// set, two rings per rank (the bcasts' pairs) and two pages per ordered pair (the rings' counters
+// and the rendezvous answers, which every poll reads), where every pair's ring would take L * L *
+// 256 KiB. The figures go to stdout for the record.
+TEST(Collectives, TheSharedSegmentHoldsMemoryForWhatItsRanksUse) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_SHM_SINGLE_COPY", "0"}};
+  for (int ranks : {2, 4, 8, 16}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    expect_all_ok(run_ranks(
+        ranks,
+        [](int me, int n) {
+          CapiRank r;
+          allreduce_sweep(r.world(), {DataType::float32}, {1, 1031, 65537, size_t{1} << 18});
+          for (size_t bytes : {size_t{100}, size_t{65536}, size_t{1} << 20}) {
+            std::vector<std::byte> data(bytes, std::byte{7});
+            RANK_CHECK(
+                ibcoll_bcast(data.data(), bytes, IBCOLL_UINT8, 0, r.world()) == IBCOLL_SUCCESS,
+                ibcoll_last_error());
+          }
+          ibcoll_counters_t c{};
+          RANK_CHECK(ibcoll_get_counters(r.context(), &c) == IBCOLL_SUCCESS, ibcoll_last_error());
+          const auto l = static_cast<size_t>(n);
+          const size_t bound =
+              l * (sizeof(transport::shm::SlotRegion::Slot) + 2 * transport::shm::Ring::kBytes) +
+              l * l * 2 * 4096 + (64 << 10);
+          if (me == 0) {
+            std::printf("%d ranks: segment %.1f MiB, resident %.2f MiB (bound %.2f MiB)\n", n,
+                        static_cast<double>(c.shm_segment_bytes) / (1 << 20),
+                        static_cast<double>(c.shm_resident_bytes) / (1 << 20),
+                        static_cast<double>(bound) / (1 << 20));
+          }
+          RANK_CHECK(c.shm_resident_bytes > 0 && c.shm_resident_bytes <= bound,
+                     "the segment holds " + std::to_string(c.shm_resident_bytes) +
+                         " bytes, more than " + std::to_string(bound));
+          return 0;
+        },
+        options));
+  }
 }
 
 // Bytes available to new allocations here (MemAvailable), or 0 if unknown.

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <thread>
+#include <vector>
 
 #include "base/status.h"
 
@@ -70,6 +71,16 @@ SharedSegment::SharedSegment(SharedSegment&& other) noexcept
 
 SharedSegment::~SharedSegment() {
   if (data_) munmap(data_, size_);
+}
+
+size_t SharedSegment::resident_bytes() const {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((size_ + page - 1) / page);
+  if (mincore(data_, size_, resident.data()) != 0) throw_errno("mincore of shared segment", errno);
+  size_t pages = 0;
+  for (unsigned char r : resident)
+    pages += r & 1;
+  return pages * page;
 }
 
 void SharedSegment::unlink() {

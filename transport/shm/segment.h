@@ -25,6 +25,9 @@ class SharedSegment {
   void unlink();  // removes the name; the mapping stays
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }
+  // The bytes of it the kernel has given pages to (its file is sparse: a page exists once some
+  // rank touched it, and goes when given back), as mincore sees them.
+  size_t resident_bytes() const;
 
  private:
   SharedSegment(std::string name, std::byte* data, size_t size)

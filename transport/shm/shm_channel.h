@@ -70,6 +70,7 @@ class ShmChannel final : public Channel {
   int poll() override;
   // The flag/slot region of the node's segment, for node-local collectives.
   const SlotRegion& slots() const { return slots_; }
+  const SharedSegment& segment() const { return segment_; }
   // The message sizes that go by single copy, and why (in words).
   const SingleCopySizes& single_copy() const { return options_.single_copy; }
   const std::string& single_copy_origin() const { return single_copy_origin_; }
