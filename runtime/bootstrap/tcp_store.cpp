@@ -11,7 +11,10 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "base/deadline.h"
@@ -25,9 +28,11 @@ namespace {
 // says which it is (kIdentify, u32 rank) and, leaving in order, says goodbye (kBye); a rank
 // whose connection ends without one is lost, and a get that can no longer be answered then
 // gets kLost (why) instead of a value. kAskGone (u32 rank) gets a value: why that rank is lost,
-// or empty.
+// or empty. kGather (u32 name length, name, this rank's part) is an allgather the server
+// completes: once every rank's part is in, each gets one kValue of every part in rank order
+// (u32 length, part), so an allgather is P requests and P replies, not P gets per rank.
 constexpr char kHello = 'H', kAccepted = 'A', kRejected = 'R', kSet = 'S', kGet = 'G', kValue = 'V',
-               kIdentify = 'I', kBye = 'B', kLost = 'L', kAskGone = 'Q';
+               kIdentify = 'I', kBye = 'B', kLost = 'L', kAskGone = 'Q', kGather = 'C';
 constexpr uint32_t kMaxFrame = 64u << 20;
 // Before a client has presented the secret: the only frame it may send (a hello, whose secret
 // is short) and how long it may take, so a stranger can make the server hold neither memory
@@ -163,8 +168,8 @@ std::pair<std::string, int> parse_host_port(const std::string& address) {
 }
 
 // The server: one thread, poll() over the listener and the clients, every socket non-blocking:
-// a reply a client does not read yet waits in its own buffer, so one stalled client holds up
-// nobody else.
+// a reply a client does not read yet waits in its own queue, so one stalled client holds up
+// nobody else. An allgather's reply is one frame that every rank's queue shares.
 class TcpStore::Server {
  public:
   Server(const std::string& host, int port, int size, std::string secret,
@@ -202,10 +207,14 @@ class TcpStore::Server {
   }
 
  private:
+  using Frame = std::shared_ptr<const std::string>;
   struct Client {
     int fd;
     Clock::time_point arrived;
-    std::string in, out;  // received and not yet handled; to send, not yet taken by the socket
+    std::string in;         // received and not yet handled
+    std::deque<Frame> out;  // to send, not yet taken by the socket
+    size_t front_sent = 0;  // of out.front()
+    size_t unsent = 0;      // bytes in out
     bool authenticated = false;
     int rank = -1;  // once identified
     bool said_bye = false;
@@ -262,6 +271,8 @@ class TcpStore::Server {
     const int fd = c.fd;
     for (auto& [key, fds] : waiters_)
       std::erase(fds, fd);
+    for (auto& [name, gather] : gathers_)
+      std::erase(gather.waiters, fd);
     if (c.rank >= 0 && !c.said_bye) lose(c.rank);
     ::close(fd);
     clients_.erase(clients_.begin() + static_cast<long>(i));
@@ -279,23 +290,72 @@ class TcpStore::Server {
     if (!lost_.empty()) return;  // the waiters know already
     lost_ = why;
     for (auto& [key, fds] : waiters_) {
-      for (int fd : fds) {
-        auto waiter = std::find_if(clients_.begin(), clients_.end(),
-                                   [&](const Client& w) { return w.fd == fd; });
-        if (waiter != clients_.end()) waiter->out += frame(kLost, lost_ + ", awaiting " + key);
-      }
+      for (int fd : fds)
+        queue_for(fd, frame(kLost, lost_ + ", awaiting " + key));
     }
     waiters_.clear();
+    for (auto& [name, gather] : gathers_) {
+      for (int fd : gather.waiters)
+        queue_for(fd, frame(kLost, lost_ + ", in allgather " + name));
+    }
+    gathers_.clear();
+  }
+
+  // Queues `f` for the client on `fd`, if it is still there. Queued only: its socket takes it
+  // when poll() says so, and what goes wrong then drops that client, not the one served now.
+  void queue_for(int fd, Frame f) {
+    auto client =
+        std::find_if(clients_.begin(), clients_.end(), [&](const Client& c) { return c.fd == fd; });
+    if (client != clients_.end()) queue(*client, std::move(f));
+  }
+  void queue_for(int fd, std::string f) {
+    queue_for(fd, std::make_shared<const std::string>(std::move(f)));
+  }
+  static void queue(Client& c, Frame f) {
+    c.unsent += f->size();
+    c.out.push_back(std::move(f));
+  }
+
+  // Rank `c.rank`'s part of allgather `name`; false when it gave one already. The last part
+  // in sends every waiting rank the whole, one frame for all.
+  bool gather(Client& c, const std::string& name, std::string part) {
+    if (!lost_.empty()) return reply(c, kLost, lost_ + ", in allgather " + name);
+    Gather& g = gathers_[name];
+    if (g.parts.empty()) g.parts.resize(static_cast<size_t>(size_));
+    auto& slot = g.parts[static_cast<size_t>(c.rank)];
+    if (slot) return false;
+    slot = std::move(part);
+    g.waiters.push_back(c.fd);
+    if (++g.count < size_) return true;
+    std::string body;
+    for (const auto& p : g.parts) {
+      const auto length = static_cast<uint32_t>(p->size());
+      body.append(reinterpret_cast<const char*>(&length), 4).append(*p);
+    }
+    const auto whole = std::make_shared<const std::string>(frame(kValue, body));
+    const std::vector<int> waiters = std::move(g.waiters);
+    gathers_.erase(name);
+    for (int fd : waiters)
+      queue_for(fd, whole);
+    return flush(c);
   }
 
   // Queues a frame for `c` and sends what its socket takes now; false if it reads too little.
   bool reply(Client& c, char op, const std::string& body) {
-    c.out += frame(op, body);
+    queue(c, std::make_shared<const std::string>(frame(op, body)));
     return flush(c);
   }
   bool flush(Client& c) {
-    c.out.erase(0, send_some(c.fd, c.out.data(), c.out.size()));
-    return c.out.size() <= kMaxUnread;
+    while (!c.out.empty()) {
+      const std::string& f = *c.out.front();
+      const size_t n = send_some(c.fd, f.data() + c.front_sent, f.size() - c.front_sent);
+      c.front_sent += n;
+      c.unsent -= n;
+      if (c.front_sent < f.size()) break;
+      c.out.pop_front();
+      c.front_sent = 0;
+    }
+    return c.unsent <= kMaxUnread;
   }
 
   // Handles what happened on the client's socket; false when it hung up or misbehaved.
@@ -327,13 +387,8 @@ class TcpStore::Server {
           if (body.size() < 4 + size_t{key_length}) return false;
           std::string key = body.substr(4, key_length);
           const std::string& value = values_[key] = body.substr(4 + key_length);
-          for (int fd : waiters_[key]) {
-            auto waiter = std::find_if(clients_.begin(), clients_.end(),
-                                       [&](const Client& w) { return w.fd == fd; });
-            // Queued only: its socket takes it when poll() says so, and what goes wrong then
-            // drops that client, not this one.
-            if (waiter != clients_.end()) waiter->out += frame(kValue, value);
-          }
+          for (int fd : waiters_[key])
+            queue_for(fd, frame(kValue, value));
           waiters_.erase(key);
         } else if (op == kGet) {
           if (auto it = values_.find(body); it != values_.end()) {
@@ -353,6 +408,12 @@ class TcpStore::Server {
           std::memcpy(&rank, body.data(), 4);
           const auto it = gone_.find(static_cast<int>(rank));
           if (!reply(c, kValue, it == gone_.end() ? "" : it->second)) return false;
+        } else if (op == kGather && c.rank >= 0) {
+          uint32_t name_length;
+          if (body.size() < 4) return false;
+          std::memcpy(&name_length, body.data(), 4);
+          if (body.size() < 4 + size_t{name_length}) return false;
+          if (!gather(c, body.substr(4, name_length), body.substr(4 + name_length))) return false;
         } else if (op == kBye) {
           c.said_bye = true;
         } else {
@@ -376,6 +437,12 @@ class TcpStore::Server {
   std::vector<Client> clients_;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::vector<int>> waiters_;
+  struct Gather {
+    std::vector<std::optional<std::string>> parts;  // by rank, once given
+    int count = 0;
+    std::vector<int> waiters;  // the clients that gave theirs
+  };
+  std::map<std::string, Gather> gathers_;
   std::string lost_;                 // why gets of missing keys fail, once a rank is lost
   std::map<int, std::string> gone_;  // the ranks lost, and why
   std::thread thread_;
@@ -508,10 +575,24 @@ std::string TcpStore::why_gone(int rank) {
 }
 
 std::vector<std::string> TcpStore::allgather(const std::string& name, const std::string& mine) {
-  set(name + "/" + std::to_string(rank_), mine);
-  std::vector<std::string> all(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r)
-    all[static_cast<size_t>(r)] = get(name + "/" + std::to_string(r));
+  std::string body(4, '\0');
+  const auto name_length = static_cast<uint32_t>(name.size());
+  std::memcpy(body.data(), &name_length, 4);
+  request(kGather, body + name + mine);
+  const std::string whole = reply();
+  std::vector<std::string> all;
+  for (size_t at = 0; at < whole.size();) {
+    uint32_t length = 0;
+    if (whole.size() - at < 4) break;
+    std::memcpy(&length, whole.data() + at, 4);
+    if (whole.size() - at - 4 < length) break;
+    all.push_back(whole.substr(at + 4, length));
+    at += 4 + length;
+  }
+  if (all.size() != static_cast<size_t>(size_)) {
+    throw Error(Code::peer_failed,
+                "bootstrap: the TCP store's allgather " + name + " came back malformed");
+  }
   return all;
 }
 

@@ -2,8 +2,9 @@
 // it on host:port from a background thread; every rank (rank 0 too) connects as a client and
 // must first present the job's secret, so a stranger on the network cannot join or read.
 // get() waits for a key until the deadline, or fails at once once a rank has left the job
-// without finalizing (its connection ended without a goodbye); allgather and barrier are built
-// on set/get.
+// without finalizing (its connection ended without a goodbye). An allgather (and a barrier) is
+// one request per rank that the server completes: each rank then gets every part in one reply,
+// so the store handles P requests per allgather, not P gets per rank.
 #pragma once
 
 #include <chrono>

@@ -8,6 +8,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -52,6 +54,33 @@ ibcoll_status_t init_with(CallerWires& wires, int me, int n, ibcoll_context_t* c
   const ibcoll_bootstrap_t bootstrap{me, n, &CallerWires::allgather, &wires};
   *context = nullptr;
   return ibcoll_init_with(&bootstrap, context);
+}
+
+// The TCP store's allgather at 16, 64 and 256 forked ranks: every rank gets every rank's part,
+// in rank order, in two allgathers in a row (their names keep them apart). The time from the
+// first fork to the last exit goes to stdout for the record (machines differ: not asserted).
+TEST(Bootstrap, TheTcpStoresAllgatherFromSixteenToTwoHundredFiftySixRanks) {
+  for (int ranks : {16, 64, 256}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    const auto start = std::chrono::steady_clock::now();
+    expect_all_ok(run_ranks(ranks, [](int me, int n) {
+      CallerWires wires = connect_caller();
+      for (const std::string round : {"first", "second"}) {
+        const auto all =
+            wires.store.allgather("scale-" + round, round + " of " + std::to_string(me));
+        RANK_CHECK(all.size() == static_cast<size_t>(n), "allgather: wrong number of parts");
+        for (int r = 0; r < n; ++r) {
+          RANK_CHECK(
+              all[static_cast<size_t>(r)] == round + " of " + std::to_string(r),
+              "allgather: rank " + std::to_string(r) + "'s part is " + all[static_cast<size_t>(r)]);
+        }
+      }
+      return 0;
+    }));
+    std::printf("%d ranks: two allgathers in %.0f ms, forks and exits included\n", ranks,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count());
+  }
 }
 
 TEST(Bootstrap, InitWithTheCallersAllgatherAndCommunicatorsFromRanks) {
