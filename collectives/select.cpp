@@ -20,8 +20,8 @@ struct Rule {
   bool across_shared_nodes = false;
   bool checked_only = false;  // only for checked calls
   // Only for sizes the group's members read straight from each other: inside the node's
-  // single-copy window, or from its lower end up.
-  enum class SingleCopy { any, inside, from } single_copy = SingleCopy::any;
+  // single-copy window, or from its lower end up; or wherever the node's single copy works.
+  enum class SingleCopy { any, inside, from, works } single_copy = SingleCopy::any;
   // Bounds the node measured (tuning.h), in place of max_bytes and of none below; a tuned
   // lower bound of 0 means never.
   size_t NodeTuning::*tuned_max = nullptr;
@@ -64,7 +64,7 @@ const Rule kRules[] = {
      .max_bytes = kAny,
      .min_ranks = 2,
      .algorithm = "single_copy",
-     .single_copy = Rule::SingleCopy::from,
+     .single_copy = Rule::SingleCopy::works,
      .tuned_min = &NodeTuning::single_copy_allreduce_from},
     {Collective::allreduce, kAny, 1, "staged"},
     {Collective::allreduce, 16 << 10, 1, "recursive_doubling"},
@@ -119,6 +119,8 @@ bool single_copy_allows(const Rule& rule, size_t bytes, const transport::shm::Si
       return s.holds(bytes);
     case Rule::SingleCopy::from:
       return s.from != 0 && bytes >= s.from;
+    case Rule::SingleCopy::works:
+      return s.from != 0;
   }
   return false;
 }

@@ -60,7 +60,7 @@ bool StagingWait::reached(const SlotGroup& slots, int members, Count field, uint
 
 void SlotGroup::abandon(int me, uint64_t sequence, const Status& why) {
   if (!failure.ok()) return;
-  failure = Status(why.code(), "communicator " + std::to_string(index) +
+  failure = Status(why.code(), "communicator " + std::to_string(id) +
                                    " failed in an earlier call (" + why.message() +
                                    "); its node-local turns are lost, so every call on it fails: "
                                    "free it");

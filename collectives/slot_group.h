@@ -20,6 +20,7 @@ struct SlotGroup {
   const transport::shm::SlotRegion* region = nullptr;
   transport::shm::SlotBinding binding;  // this rank's hold on the set, given back at the end
   int index = 0;                        // the set's number
+  uint16_t id = 0;                      // the communicator's
   std::vector<int> local_ranks;         // per member
   uint64_t next_sequence = 1;
   uint64_t released = 0;  // this rank's last call done with its buffers: calls go in order

@@ -136,7 +136,7 @@ void Context::tune_node() {
     if (measure_slots) slots_origin = measured.slots_summary;
     if (measure_single_copy) {
       single_copy_origin = measured.single_copy_summary.empty()
-                               ? "unused: the node's single copy does not work (or never wins)"
+                               ? "unused: the node's single copy does not work"
                                : measured.single_copy_summary;
     }
   }
@@ -427,7 +427,8 @@ std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, ui
 
 std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>& members,
                                                           uint16_t id) {
-  if (!shm_ || !job_.config().shm_slots) return std::nullopt;
+  // A communicator of one (MPI_COMM_SELF) needs no set: its calls move nothing.
+  if (!shm_ || !job_.config().shm_slots || members.size() < 2) return std::nullopt;
   collectives::SlotGroup group;
   group.region = &shm_->slots();
   group.seen_ready.resize(members.size());
@@ -447,6 +448,7 @@ std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>
     return std::nullopt;
   }
   group.index = group.binding.set();
+  group.id = id;
   return group;
 }
 

@@ -33,7 +33,6 @@ class Timer {
         kept_(node.policy()),
         in_(largest / sizeof(float), 1.0f),
         out_(largest / sizeof(float)) {}
-  ~Timer() { node_.set_policy(kept_); }
 
   // Nanoseconds per call of `calls` float sums of `bytes` per rank by `algorithm`, in a row
   // from a common start (as one rank's time includes its wait for the others).
@@ -124,6 +123,7 @@ NodeCalibration calibrate_node(Context& context, Communicator& node, collectives
     result.tuning.slots_allreduce_max = collectives::slots_allreduce_max(times);
     result.slots_summary = summary_of(times, "slots", "staged", node.size());
   }
+  if (measure_single_copy && !single_copy) result.tuning.single_copy_allreduce_from = 0;
   if (single_copy) {
     const auto times = measure(timer, kLargeSizes, "staged", "single_copy", 1, kLargeBudgetMs);
     result.tuning.single_copy_allreduce_from = collectives::single_copy_allreduce_from(times);

@@ -18,9 +18,10 @@ struct NodeCalibration {
   std::string single_copy_summary;
 };
 
-// Collective over `node` (the node's ranks, slots and no call check): measures what `measure`
-// asks for and keeps `tuning`'s other thresholds. Where the node's single copy does not work
-// the single-copy threshold is not measured. The communicator's policy is restored.
+// Collective over `node` (the node's ranks, slots and no call check; the calibration's own,
+// left with whatever it forced last): measures what `measure_slots` / `measure_single_copy`
+// ask for and keeps `tuning`'s other thresholds. Where the node's single copy does not work,
+// single copy is off (0) and not measured.
 NodeCalibration calibrate_node(Context& context, collectives::Communicator& node,
                                collectives::NodeTuning tuning, bool measure_slots,
                                bool measure_single_copy);

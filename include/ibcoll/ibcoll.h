@@ -24,7 +24,7 @@ extern "C" {
 #pragma GCC visibility push(default) /* the library hides everything but this API */
 
 #define IBCOLL_VERSION_MAJOR 0
-#define IBCOLL_VERSION_MINOR 1
+#define IBCOLL_VERSION_MINOR 2
 
 typedef enum {
   IBCOLL_SUCCESS = 0,

@@ -327,7 +327,21 @@ class TcpStore::Server {
     slot = std::move(part);
     g.waiters.push_back(c.fd);
     if (++g.count < size_) return true;
+    size_t total = 0;
+    for (const auto& p : g.parts)
+      total += 4 + p->size();
+    if (total >= kMaxFrame) {  // no client would take the frame: every rank learns why
+      const std::string why = "bootstrap: allgather " + name + " holds " + std::to_string(total) +
+                              " bytes, past the TCP store's frame of " + std::to_string(kMaxFrame) +
+                              " bytes";
+      const std::vector<int> waiters = std::move(g.waiters);
+      gathers_.erase(name);
+      for (int fd : waiters)
+        queue_for(fd, frame(kLost, why));
+      return flush(c);
+    }
     std::string body;
+    body.reserve(total);
     for (const auto& p : g.parts) {
       const auto length = static_cast<uint32_t>(p->size());
       body.append(reinterpret_cast<const char*>(&length), 4).append(*p);

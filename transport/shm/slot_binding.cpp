@@ -102,7 +102,12 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, std::span<const 
     entry_ = free_entry;
     const int set = free_set(region.directory());
     if (set != SlotRegion::kNoSet) clear(region, set);
-    entries[entry_] = {id + 1, first, set, static_cast<uint32_t>(members.size()), 0};
+    auto& entry = entries[entry_];
+    entry.first_member = first;
+    entry.set = set;
+    entry.members = static_cast<uint32_t>(members.size());
+    entry.let_go = 0;
+    std::atomic_ref<uint32_t>(entry.id_plus_one).store(id + 1, std::memory_order_release);
   }
   set_ = entries[entry_].set;
 }
@@ -133,6 +138,7 @@ void SlotBinding::release() noexcept {
   DirectoryLock lock(*region_, local_rank_);
   auto& entry = region_->directory().entries[entry_];
   if (++entry.let_go == entry.members) {
+    std::atomic_ref<uint32_t>(entry.id_plus_one).store(0, std::memory_order_release);
     if (entry.set != SlotRegion::kNoSet) give_back(*region_, entry.set);
     entry = {};
   }

@@ -75,12 +75,14 @@ class SlotRegion {
   static constexpr int32_t kNoSet = -1;
   struct Directory {
     alignas(64) uint32_t lock;
+    // Written with the id last and freed with the id first, so a holder that dies midway
+    // leaves a free entry or a whole one, never a half-written one that others would take.
     struct Entry {
-      uint32_t id_plus_one;   // 0: a free entry
-      uint32_t first_member;  // local rank
-      int32_t set;            // kNoSet: the communicator runs without slots
-      uint32_t members;       // on this node
-      uint32_t let_go;        // members done with it
+      uint32_t id_plus_one = 0;   // 0: a free entry
+      uint32_t first_member = 0;  // local rank
+      int32_t set = kNoSet;       // kNoSet: the communicator runs without slots
+      uint32_t members = 0;       // on this node
+      uint32_t let_go = 0;        // members done with it
     } entries[kEntries];
   };
   static constexpr size_t kDirectoryBytes = (sizeof(Directory) + 4095) / 4096 * 4096;
