@@ -18,8 +18,7 @@ namespace ibcoll::collectives {
 
 struct SlotGroup {
   const transport::shm::SlotRegion* region = nullptr;
-  transport::shm::SlotBinding binding;  // this rank's hold on the set, given back at the end
-  int index = 0;                        // the set's number
+  transport::shm::SlotBinding binding;  // this rank's hold on its set, given back at the end
   uint16_t id = 0;                      // the communicator's
   std::vector<int> local_ranks;         // per member
   uint64_t next_sequence = 1;
@@ -43,7 +42,7 @@ struct SlotGroup {
   static constexpr uint32_t kPollsPerLivenessCheck = 4096;
   // `member`'s slot in the region, and its process.
   transport::shm::SlotRegion::Slot& slot_of(int member) const {
-    return region->slot(index, local_ranks[static_cast<size_t>(member)]);
+    return region->slot(binding.set(), local_ranks[static_cast<size_t>(member)]);
   }
   pid_t pid_of(int member) const { return region->pid(local_ranks[static_cast<size_t>(member)]); }
   // After `idle` fruitless looks at `member`: why waiting on it is over, or ok.

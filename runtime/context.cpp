@@ -107,22 +107,21 @@ void Context::tune_node() {
   const bool measure_slots = config.calibrate_slots_allreduce;
   const bool measure_single_copy = config.calibrate_single_copy_allreduce;
   const std::string& forced = config.policy.allreduce_algorithm;
-  std::string unused;  // why nothing is measured
-  if (!shm_ || !config.shm_slots) unused = "unused: no slots on this node";
-  if (!forced.empty() && forced != "auto") unused = "unused: IBCOLL_ALLREDUCE_ALGO=" + forced;
-  if (unused.empty() && placement_.oversubscribed()) {
+  std::string unmeasured;  // why nothing is
+  if (!shm_ || !config.shm_slots) {
+    unmeasured = "unused: no slots on this node";
+  } else if (!forced.empty() && forced != "auto") {
+    unmeasured = "unused: IBCOLL_ALLREDUCE_ALGO=" + forced;
+  } else if (placement_.oversubscribed()) {
     // Timings there measure the scheduler (8 ranks on 2 cores: a 256 KiB staged call from 1 to
     // 12 ms, and 0.7 s to measure). Single copy lost 20-30% to staged at 4 ranks on 2 cores.
-    const std::string why = "unmeasured: " + std::to_string(placement_.node_ranks.size()) +
-                            " ranks on " + std::to_string(placement_.node_cpus()) + " cpus";
-    if (measure_slots) slots_origin = why;
-    if (measure_single_copy) {
-      tuning_.single_copy_allreduce_from = 0;
-      single_copy_origin = why;
-    }
-  } else if (!unused.empty()) {
-    if (measure_slots) slots_origin = unused;
-    if (measure_single_copy) single_copy_origin = unused;
+    unmeasured = "unmeasured: " + std::to_string(placement_.node_ranks.size()) + " ranks on " +
+                 std::to_string(placement_.node_cpus()) + " cpus";
+    if (measure_single_copy) tuning_.single_copy_allreduce_from = 0;
+  }
+  if (!unmeasured.empty()) {
+    if (measure_slots) slots_origin = unmeasured;
+    if (measure_single_copy) single_copy_origin = unmeasured;
   } else if (measure_slots || measure_single_copy) {
     const std::vector<int>& node_ranks = placement_.node_ranks;
     auto node = make_communicator(node_ranks, placement_.local_rank(job_.rank()), 0);
@@ -447,7 +446,6 @@ std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>
     }
     return std::nullopt;
   }
-  group.index = group.binding.set();
   group.id = id;
   return group;
 }

@@ -330,23 +330,21 @@ class TcpStore::Server {
     size_t total = 0;
     for (const auto& p : g.parts)
       total += 4 + p->size();
-    if (total >= kMaxFrame) {  // no client would take the frame: every rank learns why
-      const std::string why = "bootstrap: allgather " + name + " holds " + std::to_string(total) +
-                              " bytes, past the TCP store's frame of " + std::to_string(kMaxFrame) +
-                              " bytes";
-      const std::vector<int> waiters = std::move(g.waiters);
-      gathers_.erase(name);
-      for (int fd : waiters)
-        queue_for(fd, frame(kLost, why));
-      return flush(c);
-    }
     std::string body;
-    body.reserve(total);
-    for (const auto& p : g.parts) {
-      const auto length = static_cast<uint32_t>(p->size());
-      body.append(reinterpret_cast<const char*>(&length), 4).append(*p);
+    if (total < kMaxFrame) {
+      body.reserve(total);
+      for (const auto& p : g.parts) {
+        const auto length = static_cast<uint32_t>(p->size());
+        body.append(reinterpret_cast<const char*>(&length), 4).append(*p);
+      }
     }
-    const auto whole = std::make_shared<const std::string>(frame(kValue, body));
+    // Past the frame no client would take it: every rank learns why instead.
+    const auto whole = std::make_shared<const std::string>(
+        total < kMaxFrame
+            ? frame(kValue, body)
+            : frame(kLost, "bootstrap: allgather " + name + " holds " + std::to_string(total) +
+                               " bytes, past the TCP store's frame of " +
+                               std::to_string(kMaxFrame) + " bytes"));
     const std::vector<int> waiters = std::move(g.waiters);
     gathers_.erase(name);
     for (int fd : waiters)
