@@ -1,7 +1,6 @@
 /* The smallest ibcoll program: every rank contributes its rank number, all learn the sum; then
- * rank 0 broadcasts a greeting. Start it like any MPI-style program, with the TCP store's
- * address and a secret in the environment, e.g. on one machine:
- *   mpirun -np 4 -x IBCOLL_BOOTSTRAP=127.0.0.1:29500 -x IBCOLL_JOB_SECRET=$RANDOM ./allreduce */
+ * rank 0 broadcasts a greeting. Start it like any MPI program, `mpirun -np 4 ./allreduce` or
+ * `srun --mpi=pmix -n 4 ./allreduce`: ibcoll finds the job through the launcher's PMIx. */
 #include <ibcoll/ibcoll.h>
 #include <stdint.h>
 #include <stdio.h>

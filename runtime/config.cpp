@@ -24,10 +24,14 @@ const Variable kVariables[] = {
     {"IBCOLL_HANG_REPORT", "",
      "file for SIGUSR1's report of the calls in flight (%r rank, %p pid); empty: stderr"},
     {"IBCOLL_WAIT", "adaptive", "how waits poll: spin|adaptive (spin, then yield)|event (sleep)"},
-    {"IBCOLL_BOOTSTRAP", "", "host:port of the TCP store that rank 0 serves"},
-    {"IBCOLL_RANK", "", "this process's rank (else from OMPI_/PMI_/SLURM_ variables)"},
-    {"IBCOLL_SIZE", "", "number of ranks (else from OMPI_/PMI_/SLURM_ variables)"},
-    {"IBCOLL_JOB_SECRET", "", "shared secret a process must present to the TCP store"},
+    {"IBCOLL_BOOTSTRAP", "auto",
+     "how the ranks meet: auto (PMIx under mpirun or srun --mpi=pmix, else one rank alone)|pmix|"
+     "tcp://host:port (rank 0 serves a TCP store there)"},
+    {"IBCOLL_RANK", "", "with the TCP store: this process's rank (else from OMPI_/PMI_/SLURM_)"},
+    {"IBCOLL_SIZE", "", "with the TCP store: number of ranks (else from OMPI_/PMI_/SLURM_)"},
+    {"IBCOLL_JOB_SECRET", "",
+     "secret every process presents to the TCP store: 16 characters or more, unless the store "
+     "is on loopback"},
     {"IBCOLL_NODE", "",
      "name of this node (ranks with one name share memory); empty: host name and boot id"},
     {"IBCOLL_TOPOLOGY", "",
@@ -253,7 +257,6 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   c.timeout = parse_timeout(get("IBCOLL_TIMEOUT"));
   c.hang_report = get("IBCOLL_HANG_REPORT");
   c.wait = transport::parse_wait_policy(get("IBCOLL_WAIT"));
-  c.bootstrap = get("IBCOLL_BOOTSTRAP");
   c.node = get("IBCOLL_NODE");
   if (c.node.find_first_of("\n") != std::string::npos) {
     throw Error(Code::invalid_argument, "IBCOLL_NODE: a node name is one line");

@@ -39,7 +39,6 @@ struct Config {
   log::Level log_level = log::Level::warn;
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
   transport::WaitPolicy wait = transport::WaitPolicy::adaptive;
-  std::string bootstrap;    // host:port of the TCP store
   std::string node;         // empty: the host name and boot id
   std::string topology;     // hwloc XML file or synthetic description; empty: this machine
   std::string hang_report;  // where SIGUSR1's report goes (%r rank, %p pid); empty: stderr

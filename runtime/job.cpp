@@ -1,8 +1,10 @@
 #include "runtime/job.h"
 
+#include <cstdlib>
+
+#include "runtime/bootstrap/bootstrap_choice.h"
 #include "runtime/bootstrap/local_launch.h"
 #include "runtime/bootstrap/set_up_exchange.h"
-#include "runtime/bootstrap/tcp_store.h"
 
 namespace ibcoll::runtime {
 namespace {
@@ -18,14 +20,24 @@ LaunchInfo identify(LaunchInfo launch) {
   return launch;
 }
 
+// The bootstrap IBCOLL_BOOTSTRAP chooses, joined before the rest of the configuration is
+// read, so that a rank whose other settings are bad still reaches the first exchange and every
+// rank learns of it there. Its deadline is IBCOLL_TIMEOUT's, or the default's if that is bad.
+std::unique_ptr<Bootstrap> bootstrap_from_environment() {
+  auto lookup = [](const char* name) { return std::getenv(name); };
+  const Config defaults = Config::from_environment([](const char*) { return nullptr; });
+  std::chrono::milliseconds timeout = defaults.timeout;
+  try {
+    if (const char* text = lookup("IBCOLL_TIMEOUT")) timeout = parse_timeout(text);
+  } catch (const Error&) {
+  }
+  const char* setting = lookup("IBCOLL_BOOTSTRAP");
+  return open_bootstrap(choose_bootstrap(setting ? setting : "", lookup), timeout);
+}
+
 }  // namespace
 
-Job::Job()
-    : config_(configure()),
-      launch_(identify(launch_info_from_environment())),
-      bootstrap_(std::make_unique<TcpStore>(config_.bootstrap, launch_.rank, launch_.size,
-                                            launch_.secret, config_.timeout)),
-      engine_(config_.wait) {}
+Job::Job() : Job(bootstrap_from_environment()) {}
 
 Job::Job(std::unique_ptr<Bootstrap> bootstrap)
     : Job(agree_on_start(*bootstrap), std::move(bootstrap)) {}
@@ -34,7 +46,10 @@ Job::Job(Start start, std::unique_ptr<Bootstrap>&& bootstrap)
     : config_(std::move(start.config)),
       launch_(std::move(start.launch)),
       bootstrap_(std::move(bootstrap)),
-      engine_(config_.wait) {}
+      engine_(config_.wait) {
+  IBCOLL_LOG(info, "bootstrap: " << bootstrap_->describe() << ", rank " << launch_.rank << " of "
+                                 << launch_.size);
+}
 
 // One exchange: every rank's verdict on its configuration and the settings all must share,
 // and rank 0's fresh job secret (its part's first line).

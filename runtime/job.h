@@ -1,7 +1,7 @@
 // Job: what every rank of a job has before any transport: its configuration, who it is, the
-// bootstrap (the TCP store joined with the job secret, from the launcher's environment; or one
-// the caller brings), and a progress engine. The endpoints (verbs, shared memory) build their
-// channel on top of it.
+// bootstrap (the one IBCOLL_BOOTSTRAP chooses: the PMIx launcher's, the TCP store, none for a
+// job of one rank; or one the caller brings), and a progress engine. The endpoints (verbs, shared
+// memory) build their channel on top of it.
 #pragma once
 
 #include <functional>
@@ -16,7 +16,7 @@ namespace ibcoll::runtime {
 
 class Job {
  public:
-  Job();  // from the environment; throws Error naming what is wrong
+  Job();  // with the environment's bootstrap; throws Error naming what is wrong
   // Rank and size from `bootstrap`; the job's secret (which names the shared segment) is drawn
   // by rank 0 and gathered. Collective: a rank whose configuration is bad still joins that
   // first exchange, and then every rank throws its message (a caller's allgather may have no

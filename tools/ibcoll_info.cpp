@@ -1,7 +1,8 @@
 // ibcoll_info: prints the configuration table (every IBCOLL_* variable, its default and its
 // current value), the algorithm table with what the selection picks by size, the thresholds two
 // ranks of this machine run with (measured by two forked ranks, as at any job's start), the
-// topology (IBCOLL_TOPOLOGY or this machine's) with the RDMA device each core would use, and,
+// bootstrap a job started as this process was would use, the topology (IBCOLL_TOPOLOGY or this
+// machine's) with the RDMA device each core would use, and,
 // when a verbs device is present, what the transport would use.
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 
 #include "base/status.h"
 #include "collectives/select.h"
+#include "runtime/bootstrap/bootstrap_choice.h"
 #include "runtime/bootstrap/local_launch.h"
 #include "runtime/config.h"
 #include "runtime/context.h"
@@ -102,6 +104,20 @@ void print_topology(const ibcoll::runtime::Config& config) {
 
 }  // namespace
 
+// Which bootstrap a rank started as this process was would take, and why (or why none can).
+void print_bootstrap() {
+  using namespace ibcoll;
+  const char* setting = std::getenv("IBCOLL_BOOTSTRAP");
+  try {
+    const auto choice = runtime::choose_bootstrap(
+        setting ? setting : "", [](const char* name) { return std::getenv(name); });
+    std::printf("bootstrap of a rank started as this process was: %s (%s)\n",
+                runtime::bootstrap_kind_name(choice.kind), choice.reason.c_str());
+  } catch (const Error& e) {
+    std::printf("bootstrap of a rank started as this process was: none (%s)\n", e.what());
+  }
+}
+
 int main(int argc, char** argv) {
   using namespace ibcoll;
   const char* usage =
@@ -156,6 +172,7 @@ int main(int argc, char** argv) {
     log::set_level(config.log_level);
     std::printf("\nwait policy: %s, timeout: %lld ms\n", transport::wait_policy_name(config.wait),
                 static_cast<long long>(config.timeout.count()));
+    print_bootstrap();
     print_topology(config);
 #ifdef IBCOLL_HAVE_VERBS
     transport::verbs::Device device(config.verbs.device, config.verbs.gid_index);

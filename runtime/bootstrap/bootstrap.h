@@ -1,6 +1,7 @@
 // Bootstrap: how the ranks of a job swap set-up data (addresses, node names) before any
-// transport exists, and meet at the end. The TCP store is one; a library that already has a
-// communicator (an MPI library) brings its own allgather instead (CallbackBootstrap).
+// transport exists, and meet at the end. A PMIx launcher's server is one (PmixBootstrap), the
+// TCP store another; a library that already has a communicator (an MPI library) brings its own
+// allgather instead (CallbackBootstrap).
 #pragma once
 
 #include <string>
@@ -13,6 +14,8 @@ class Bootstrap {
   virtual ~Bootstrap() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // Which bootstrap this is, for the log and ibcoll_info: "TCP store at host:port".
+  virtual std::string describe() const = 0;
   // Every rank's `mine`, indexed by rank. Collective; `name` must be unique per call within
   // the job, and ranks make their calls in the same order.
   virtual std::vector<std::string> allgather(const std::string& name, const std::string& mine) = 0;

@@ -20,6 +20,7 @@ class CallbackBootstrap final : public Bootstrap {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  std::string describe() const override { return "the caller's allgather (ibcoll_init_with)"; }
   std::vector<std::string> allgather(const std::string& name, const std::string& mine) override;
 
  private:

@@ -34,6 +34,8 @@ namespace {
 constexpr char kHello = 'H', kAccepted = 'A', kRejected = 'R', kSet = 'S', kGet = 'G', kValue = 'V',
                kIdentify = 'I', kBye = 'B', kLost = 'L', kAskGone = 'Q', kGather = 'C';
 constexpr uint32_t kMaxFrame = 64u << 20;
+// Shorter secrets are refused unless the store is on loopback (32 random bytes in hex: 64).
+constexpr size_t kMinSecret = 16;
 // Before a client has presented the secret: the only frame it may send (a hello, whose secret
 // is short) and how long it may take, so a stranger can make the server hold neither memory
 // nor a connection for long (nor longer than IBCOLL_TIMEOUT); and how many such clients the
@@ -146,6 +148,24 @@ addrinfo* resolve(const std::string& host, int port, bool passive) {
   return result;
 }
 
+// Whether every address `host` names is this machine's loopback: a store there is out of reach
+// of other hosts.
+bool only_loopback(const std::string& host, int port) {
+  addrinfo* ai = resolve(host, port, false);
+  bool loopback = ai != nullptr;
+  for (addrinfo* a = ai; a; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const auto* v4 = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      loopback &= (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+    } else {
+      const auto* v6 = reinterpret_cast<const sockaddr_in6*>(a->ai_addr);
+      loopback &= a->ai_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+    }
+  }
+  freeaddrinfo(ai);
+  return loopback;
+}
+
 }  // namespace
 
 std::pair<std::string, int> parse_host_port(const std::string& address) {
@@ -173,8 +193,8 @@ std::pair<std::string, int> parse_host_port(const std::string& address) {
 class TcpStore::Server {
  public:
   Server(const std::string& host, int port, int size, std::string secret,
-         std::chrono::milliseconds linger)
-      : size_(size), secret_(std::move(secret)), linger_(linger) {
+         std::chrono::milliseconds timeout)
+      : size_(size), secret_(std::move(secret)), timeout_(timeout) {
     addrinfo* ai = resolve(host, port, true);
     for (addrinfo* a = ai; a && listener_ < 0; a = a->ai_next) {
       int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -226,7 +246,7 @@ class TcpStore::Server {
       if (stop_.load()) {
         if (stop_requested == Clock::time_point{}) stop_requested = Clock::now();
         // Serve until every rank has come and gone, or the linger time is over.
-        if ((clients_.empty() && joined_ >= size_) || Clock::now() - stop_requested > linger_ ||
+        if ((clients_.empty() && joined_ >= size_) || Clock::now() - stop_requested > timeout_ ||
             linger_no_more_.load()) {
           return;
         }
@@ -240,12 +260,42 @@ class TcpStore::Server {
         Client& c = clients_[i - 1];
         const bool stranger_too_long =
             !c.authenticated &&
-            now - c.arrived > std::min<Clock::duration>(kHelloDeadline, linger_);
+            now - c.arrived > std::min<Clock::duration>(kHelloDeadline, timeout_);
         if (stranger_too_long || (ready > 0 && fds[i].revents && !serve(c, fds[i].revents))) {
           drop(i - 1);
         }
       }
       if (ready > 0 && (fds[0].revents & POLLIN)) accept_client();  // after: it moves clients_
+      give_up_overdue_gathers(now);
+    }
+  }
+
+  // An allgather some ranks never join (fewer ranks started than the job's size says, or one
+  // stuck before it) fails at every rank in it with the ranks it lacks, at nine tenths of the
+  // deadline: before the first rank in gives up on its own, knowing only that no answer came.
+  void give_up_overdue_gathers(Clock::time_point now) {
+    if (timeout_.count() == 0) return;  // IBCOLL_TIMEOUT=0: no deadline
+    for (auto it = gathers_.begin(); it != gathers_.end();) {
+      const Gather& g = it->second;
+      if (now - g.started < timeout_ * 9 / 10) {
+        ++it;
+        continue;
+      }
+      std::string missing;
+      int listed = 0;
+      for (size_t r = 0; r < g.parts.size(); ++r) {
+        if (g.parts[r]) continue;
+        if (++listed <= 8) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+      if (listed > 8) missing += " and " + std::to_string(listed - 8) + " more";
+      const auto why = std::make_shared<const std::string>(
+          frame(kLost, "bootstrap: allgather " + it->first + ": " + std::to_string(g.count) +
+                           " of " + std::to_string(size_) + " ranks gave their part in " +
+                           std::to_string(timeout_.count() * 9 / 10) + " ms, never rank " +
+                           missing + " (were fewer ranks started than the job's size?)"));
+      for (int fd : g.waiters)
+        queue_for(fd, why);
+      it = gathers_.erase(it);
     }
   }
 
@@ -321,7 +371,10 @@ class TcpStore::Server {
   bool gather(Client& c, const std::string& name, std::string part) {
     if (!lost_.empty()) return reply(c, kLost, lost_ + ", in allgather " + name);
     Gather& g = gathers_[name];
-    if (g.parts.empty()) g.parts.resize(static_cast<size_t>(size_));
+    if (g.parts.empty()) {
+      g.parts.resize(static_cast<size_t>(size_));
+      g.started = Clock::now();
+    }
     auto& slot = g.parts[static_cast<size_t>(c.rank)];
     if (slot) return false;
     slot = std::move(part);
@@ -441,7 +494,9 @@ class TcpStore::Server {
   int size_;
   int joined_ = 0;  // clients that presented the secret
   std::string secret_;
-  std::chrono::milliseconds linger_;
+  // IBCOLL_TIMEOUT: how long the server waits for the ranks to hang up at the end, for a
+  // stranger's hello, for an allgather to fill.
+  std::chrono::milliseconds timeout_;
   std::atomic<bool> linger_no_more_{false};
   int listener_ = -1;
   int bind_errno_ = 0;
@@ -452,7 +507,8 @@ class TcpStore::Server {
   struct Gather {
     std::vector<std::optional<std::string>> parts;  // by rank, once given
     int count = 0;
-    std::vector<int> waiters;  // the clients that gave theirs
+    std::vector<int> waiters;   // the clients that gave theirs
+    Clock::time_point started;  // when the first part came
   };
   std::map<std::string, Gather> gathers_;
   std::string lost_;                 // why gets of missing keys fail, once a rank is lost
@@ -462,12 +518,14 @@ class TcpStore::Server {
 
 TcpStore::TcpStore(const std::string& address, int rank, int size, const std::string& secret,
                    std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), timeout_(timeout) {
-  if (secret.empty()) {
-    throw Error(Code::invalid_argument,
-                "IBCOLL_JOB_SECRET: must be set (the same value on every rank) for the TCP store");
-  }
+    : rank_(rank), size_(size), address_(address), timeout_(timeout) {
   auto [host, port] = parse_host_port(address);
+  if (secret.size() < kMinSecret && !only_loopback(host, port)) {
+    throw Error(Code::invalid_argument,
+                "IBCOLL_JOB_SECRET: a TCP store other hosts can reach needs a secret of at least " +
+                    std::to_string(kMinSecret) +
+                    " characters, the same on every rank (README shows how to make one)");
+  }
   if (rank == 0) server_ = std::make_unique<Server>(host, port, size, secret, timeout);
 
   const Deadline deadline(timeout);

@@ -35,6 +35,7 @@ class TcpStore final : public Bootstrap {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  std::string describe() const override { return "TCP store at " + address_; }
 
  private:
   class Server;
@@ -43,6 +44,7 @@ class TcpStore final : public Bootstrap {
   std::string reply() { return reply(timeout_); }
 
   int rank_, size_;
+  std::string address_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<Server> server_;
   int fd_ = -1;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -45,8 +46,8 @@ struct CallerWires {
 CallerWires connect_caller() {
   const runtime::LaunchInfo me = runtime::launch_info_from_environment();
   const runtime::Config config = runtime::Config::from_environment();
-  return CallerWires{
-      runtime::TcpStore(config.bootstrap, me.rank, me.size, me.secret, config.timeout)};
+  return CallerWires{runtime::TcpStore(std::getenv("IBCOLL_BOOTSTRAP"), me.rank, me.size, me.secret,
+                                       config.timeout)};
 }
 
 // Starts ibcoll over the caller's allgather; the status, with *context set on success.

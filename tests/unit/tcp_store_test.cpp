@@ -292,7 +292,55 @@ TEST(TcpStore, MissingKeyTimesOutAndBadAddressIsNamed) {
   EXPECT_THROW(parse_host_port("localhost"), Error);
   EXPECT_THROW(parse_host_port("localhost:99999"), Error);
   EXPECT_EQ(parse_host_port("[::1]:80").first, "::1");
-  EXPECT_THROW(TcpStore("127.0.0.1:1", 1, 2, "", std::chrono::milliseconds(10)), Error);
+}
+
+// A store other hosts can reach trusts whoever presents the secret: a short or missing one is
+// refused before any connection, naming the variable; on loopback none is needed.
+TEST(TcpStore, AShortSecretIsRefusedUnlessTheStoreIsOnLoopback) {
+  for (const char* address : {"192.0.2.1:29500", "[2001:db8::1]:29500"}) {
+    for (const char* secret : {"", "fifteen chars.."}) {
+      SCOPED_TRACE(std::string(address) + " with secret '" + secret + "'");
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        TcpStore(address, 1, 2, secret, std::chrono::seconds(30));
+        ADD_FAILURE() << "accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.status().code(), Code::invalid_argument) << e.what();
+        EXPECT_NE(std::string(e.what()).find("IBCOLL_JOB_SECRET"), std::string::npos) << e.what();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    }
+  }
+  auto exits = run_ranks(2, [](int rank, int size) {
+    TcpStore store(std::getenv("IBCOLL_BOOTSTRAP"), rank, size, "", std::chrono::seconds(20));
+    const auto all = store.allgather("no secret", std::to_string(rank));
+    RANK_CHECK(all.size() == 2 && all[0] == "0" && all[1] == "1", "allgather without a secret");
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
+// Fewer ranks started than the job's size: an allgather fails at every rank in it, naming the
+// rank that never came, before their own deadline (where they would only know that no answer
+// came).
+TEST(TcpStore, AnAllgatherARankNeverJoinsFailsNamingIt) {
+  auto exits = run_ranks(2, [](int rank, int) {
+    TcpStore store(std::getenv("IBCOLL_BOOTSTRAP"), rank, 3, std::getenv("IBCOLL_JOB_SECRET"),
+                   std::chrono::milliseconds(2000));
+    try {
+      store.allgather("start", "mine");
+      RANK_CHECK(false, "an allgather without rank 2 completed");
+    } catch (const Error& e) {
+      RANK_CHECK(e.status().code() == Code::peer_failed, e.what());
+      RANK_CHECK(std::string(e.what()).find("allgather start: 2 of 3 ranks gave their part in "
+                                            "1800 ms, never rank 2") != std::string::npos,
+                 e.what());
+    }
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
 }
 
 }  // namespace

@@ -1,0 +1,185 @@
+/* A C API program as a launcher starts it (mpirun, srun --mpi=pmix): ibcoll_init with no
+ * IBCOLL_* variable. Modes:
+ *   collectives NP  the world has NP ranks, each rank once; allreduce and bcast from 4 B to
+ *                   1 MiB on the world and on split communicators give the right values;
+ *                   prints "rank R: collectives right" and exits 0
+ *   kill NP         rank NP-1 kills itself (SIGKILL) in the middle of a run of allreduces; each
+ *                   other rank must get IBCOLL_ERR_PEER_FAILED within 30 s, prints
+ *                   "rank R: clear error ...", finalizes and exits 0
+ * Anything else is printed as "rank R: FAILED ..." and exits 1. */
+#include <ibcoll/ibcoll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int my_rank = -1;
+
+static int failed(const char* what, ibcoll_status_t status) {
+  printf("rank %d: FAILED %s: %s: %s\n", my_rank, what, ibcoll_status_name(status),
+         ibcoll_last_error());
+  fflush(stdout);
+  return 1;
+}
+
+#define CHECK(call)                                               \
+  do {                                                            \
+    ibcoll_status_t status_ = (call);                             \
+    if (status_ != IBCOLL_SUCCESS) return failed(#call, status_); \
+  } while (0)
+
+#define EXPECT(condition, ...)             \
+  do {                                     \
+    if (!(condition)) {                    \
+      printf("rank %d: FAILED ", my_rank); \
+      printf(__VA_ARGS__);                 \
+      printf("\n");                        \
+      fflush(stdout);                      \
+      return 1;                            \
+    }                                      \
+  } while (0)
+
+/* Every size from 4 B to 1 MiB: sums of small integers (exact in float), and a bcast from a
+ * root that moves with the size. */
+static int sweep(ibcoll_comm_t comm, const char* name) {
+  int rank, size;
+  CHECK(ibcoll_comm_rank(comm, &rank));
+  CHECK(ibcoll_comm_size(comm, &size));
+  const size_t most = (1u << 20) / sizeof(float);
+  float* in = malloc(most * sizeof(float));
+  float* out = malloc(most * sizeof(float));
+  unsigned char* bytes = malloc(most * sizeof(float));
+  EXPECT(in && out && bytes, "out of memory");
+  int result = 0;
+  for (size_t count = 1; count <= most && result == 0; count *= 2) {
+    for (size_t i = 0; i < count; ++i)
+      in[i] = (float)((rank + 1) * (int)(i % 7));
+    ibcoll_status_t status = ibcoll_allreduce(in, out, count, IBCOLL_FLOAT32, IBCOLL_SUM, comm);
+    if (status != IBCOLL_SUCCESS) {
+      result = failed("ibcoll_allreduce", status);
+      break;
+    }
+    for (size_t i = 0; i < count && result == 0; ++i) {
+      const float want = (float)(size * (size + 1) / 2 * (int)(i % 7));
+      if (out[i] != want) {
+        printf("rank %d: FAILED %s allreduce of %zu floats: [%zu] is %g, not %g\n", rank, name,
+               count, i, out[i], want);
+        result = 1;
+      }
+    }
+    const int root = (int)(count % (size_t)size);
+    const size_t length = count * sizeof(float);
+    for (size_t i = 0; i < length; ++i)
+      bytes[i] = rank == root ? (unsigned char)(i * 31 + count) : 0;
+    status = ibcoll_bcast(bytes, length, IBCOLL_UINT8, root, comm);
+    if (status != IBCOLL_SUCCESS) {
+      result = failed("ibcoll_bcast", status);
+      break;
+    }
+    for (size_t i = 0; i < length && result == 0; ++i) {
+      if (bytes[i] != (unsigned char)(i * 31 + count)) {
+        printf("rank %d: FAILED %s bcast of %zu bytes from %d: byte %zu wrong\n", rank, name,
+               length, root, i);
+        result = 1;
+      }
+    }
+  }
+  free(in);
+  free(out);
+  free(bytes);
+  fflush(stdout);
+  return result;
+}
+
+static int collectives(ibcoll_comm_t world, int expected) {
+  int rank, size;
+  CHECK(ibcoll_comm_rank(world, &rank));
+  CHECK(ibcoll_comm_size(world, &size));
+  EXPECT(size == expected, "the world has %d ranks, the launcher started %d", size, expected);
+  /* Each rank once: the sums of the ranks and of their squares are those of 0..size-1. */
+  int64_t mine[2] = {rank, (int64_t)rank * rank}, sums[2];
+  CHECK(ibcoll_allreduce(mine, sums, 2, IBCOLL_INT64, IBCOLL_SUM, world));
+  const int64_t n = size;
+  EXPECT(sums[0] == n * (n - 1) / 2 && sums[1] == (n - 1) * n * (2 * n - 1) / 6,
+         "ranks are not 0..%d once each (sums %lld, %lld)", size - 1, (long long)sums[0],
+         (long long)sums[1]);
+  if (sweep(world, "world")) return 1;
+  /* Odd and even ranks, in reverse order; then the same split again. */
+  for (int round = 0; round < 2; ++round) {
+    ibcoll_comm_t half;
+    CHECK(ibcoll_comm_split(world, rank % 2, -rank, &half));
+    int half_rank, half_size;
+    CHECK(ibcoll_comm_rank(half, &half_rank));
+    CHECK(ibcoll_comm_size(half, &half_size));
+    const int want_size = size / 2 + (rank % 2 == 0 ? size % 2 : 0);
+    EXPECT(half_size == want_size && half_rank == want_size - 1 - rank / 2,
+           "split: rank %d of %d, not %d of %d", half_rank, half_size, want_size - 1 - rank / 2,
+           want_size);
+    if (sweep(half, "split")) return 1;
+    CHECK(ibcoll_comm_free(&half));
+  }
+  printf("rank %d: collectives right\n", rank);
+  return 0;
+}
+
+static double seconds_since(const struct timespec* start) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) * 1e-9;
+}
+
+static int kill_one(ibcoll_comm_t world, int expected) {
+  int rank, size;
+  CHECK(ibcoll_comm_rank(world, &rank));
+  CHECK(ibcoll_comm_size(world, &size));
+  EXPECT(size == expected && size > 1, "the world has %d ranks, the launcher started %d", size,
+         expected);
+  double in[1024], out[1024];
+  for (int i = 0; i < 1024; ++i)
+    in[i] = rank;
+  struct timespec since;
+  for (int call = 0;; ++call) {
+    if (call == 100 && rank == size - 1) raise(SIGKILL);
+    if (call == 100) clock_gettime(CLOCK_MONOTONIC, &since);
+    const ibcoll_status_t status =
+        ibcoll_allreduce(in, out, 1024, IBCOLL_FLOAT64, IBCOLL_SUM, world);
+    if (status == IBCOLL_SUCCESS) {
+      EXPECT(call < 100 || seconds_since(&since) < 30, "no error 30 s after rank %d died",
+             size - 1);
+      continue;
+    }
+    EXPECT(call >= 100, "call %d failed before any rank died: %s", call, ibcoll_last_error());
+    EXPECT(status == IBCOLL_ERR_PEER_FAILED, "call %d: %s, not a peer failure: %s", call,
+           ibcoll_status_name(status), ibcoll_last_error());
+    const double after = seconds_since(&since);
+    EXPECT(after < 30, "the peer failure came %.1f s after rank %d died", after, size - 1);
+    printf("rank %d: clear error %.1f s after rank %d died: %s\n", rank, after, size - 1,
+           ibcoll_last_error());
+    return 0;
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3 || (strcmp(argv[1], "collectives") != 0 && strcmp(argv[1], "kill") != 0)) {
+    fprintf(stderr, "usage: %s collectives|kill NP\n", argv[0]);
+    return 2;
+  }
+  const int expected = atoi(argv[2]);
+  ibcoll_context_t context;
+  ibcoll_comm_t world;
+  ibcoll_status_t status = ibcoll_init(&context);
+  if (status != IBCOLL_SUCCESS) return failed("ibcoll_init", status);
+  CHECK(ibcoll_comm_world(context, &world));
+  CHECK(ibcoll_comm_rank(world, &my_rank));
+  const int result = strcmp(argv[1], "collectives") == 0 ? collectives(world, expected)
+                                                         : kill_one(world, expected);
+  fflush(stdout);
+  status = ibcoll_finalize(context);
+  if (status != IBCOLL_SUCCESS && strcmp(argv[1], "collectives") == 0) {
+    return failed("ibcoll_finalize", status);
+  }
+  return result;
+}
