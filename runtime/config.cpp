@@ -64,7 +64,9 @@ const Variable kVariables[] = {
     {"IBCOLL_EAGER_BUFFER", "8K",
      "bytes of each registered send and receive buffer; longer copies go in parts"},
     {"IBCOLL_SRQ_DEPTH", "512", "receive buffers in the shared receive queue"},
-    {"IBCOLL_CREDITS", "32", "most messages one peer may have in our receive queue"},
+    {"IBCOLL_CREDITS", "32",
+     "most messages one peer may have in our receive queue (3/4 of it are shared among the "
+     "peers connected)"},
     {"IBCOLL_MR_CACHE", "0", "keep user buffers registered between transfers (0|1)"},
     {"IBCOLL_MR_CACHE_SIZE", "1G", "most bytes the registration cache keeps registered"},
     {"IBCOLL_HANDSHAKE_RETRY", "200ms", "resend an unanswered connection handshake after this"},

@@ -152,7 +152,7 @@ Context::~Context() {
   // may still be on the wire), so the last step is a barrier of the whole job; unless a rank is
   // known gone, which would leave the barrier waiting for it until the deadline.
   try {
-    if (channel_ && channel_->any_rank_gone()) {
+    if ((channel_ && channel_->any_rank_gone()) || a_node_rank_exited()) {
       IBCOLL_LOG(warn, "leaving without a barrier: a rank of the job is gone");
       job_.bootstrap().leave_without_everyone();
     } else {
@@ -163,6 +163,17 @@ Context::~Context() {
   }
   job_.engine().remove(channel_.get());
   poll_also(nullptr);
+}
+
+// A rank of this node whose process has exited: a call's own liveness check finds one (the
+// slots' waits), which the channels need not have heard of. A PMIx fence would wait for it.
+bool Context::a_node_rank_exited() const {
+  if (!shm_) return false;
+  const transport::shm::SlotRegion& slots = shm_->slots();
+  for (int local = 0; local < slots.local_ranks(); ++local) {
+    if (!slots.alive(local)) return true;
+  }
+  return false;
 }
 
 void Context::open_transports() {

@@ -114,6 +114,7 @@ class Context {
   void open_transports_and_world();
   void open_transports();
   void tune_node();
+  bool a_node_rank_exited() const;
   std::unique_ptr<collectives::Communicator> make_communicator(std::vector<int> members, int rank,
                                                                uint16_t id);
   std::unique_ptr<collectives::Communicator> create_group(collectives::Communicator& parent,

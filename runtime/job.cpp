@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "base/log.h"
 #include "runtime/bootstrap/bootstrap_choice.h"
 #include "runtime/bootstrap/local_launch.h"
 #include "runtime/bootstrap/set_up_exchange.h"
@@ -22,13 +23,17 @@ LaunchInfo identify(LaunchInfo launch) {
 
 // The bootstrap IBCOLL_BOOTSTRAP chooses, joined before the rest of the configuration is
 // read, so that a rank whose other settings are bad still reaches the first exchange and every
-// rank learns of it there. Its deadline is IBCOLL_TIMEOUT's, or the default's if that is bad.
+// rank learns of it there. Its deadline and the log's level until then are IBCOLL_TIMEOUT's and
+// IBCOLL_LOG's, or the defaults where those are bad.
 std::unique_ptr<Bootstrap> bootstrap_from_environment() {
   auto lookup = [](const char* name) { return std::getenv(name); };
-  const Config defaults = Config::from_environment([](const char*) { return nullptr; });
-  std::chrono::milliseconds timeout = defaults.timeout;
+  std::chrono::milliseconds timeout = Config{}.timeout;
   try {
     if (const char* text = lookup("IBCOLL_TIMEOUT")) timeout = parse_timeout(text);
+  } catch (const Error&) {
+  }
+  try {
+    if (const char* level = lookup("IBCOLL_LOG")) log::set_level(log::parse_level(level));
   } catch (const Error&) {
   }
   const char* setting = lookup("IBCOLL_BOOTSTRAP");

@@ -102,8 +102,6 @@ void print_topology(const ibcoll::runtime::Config& config) {
 #endif
 }
 
-}  // namespace
-
 // Which bootstrap a rank started as this process was would take, and why (or why none can).
 void print_bootstrap() {
   using namespace ibcoll;
@@ -117,6 +115,8 @@ void print_bootstrap() {
     std::printf("bootstrap of a rank started as this process was: none (%s)\n", e.what());
   }
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace ibcoll;

@@ -1,7 +1,6 @@
 #include "runtime/bootstrap/bootstrap_choice.h"
 
 #include "base/status.h"
-#include "runtime/bootstrap/launch_env.h"
 #include "runtime/bootstrap/tcp_store.h"
 #ifdef IBCOLL_HAVE_PMIX
 #include "runtime/bootstrap/pmix_bootstrap.h"
@@ -43,23 +42,22 @@ const char* bootstrap_kind_name(BootstrapChoice::Kind kind) {
 BootstrapChoice choose_bootstrap(const std::string& setting,
                                  const std::function<const char*(const char*)>& lookup) {
   using Kind = BootstrapChoice::Kind;
-  if (setting == "pmix") return {Kind::pmix, "", "IBCOLL_BOOTSTRAP=pmix"};
-  if (setting.starts_with("tcp://") || (!setting.empty() && setting != "auto")) {
+  if (setting == "pmix") return {Kind::pmix, "", "IBCOLL_BOOTSTRAP=pmix", {}};
+  if (!setting.empty() && setting != "auto") {
     const std::string address = setting.starts_with("tcp://") ? setting.substr(6) : setting;
     parse_host_port(address);  // throws naming IBCOLL_BOOTSTRAP
-    return {Kind::tcp, address, "IBCOLL_BOOTSTRAP=" + setting};
+    return {Kind::tcp, address, "IBCOLL_BOOTSTRAP=" + setting,
+            launch_info_from_environment(lookup)};
   }
   if (started_by_pmix(lookup)) {
-    return {Kind::pmix, "", "auto: a PMIx launcher started this process (PMIX_NAMESPACE is set)"};
+    return {
+        Kind::pmix, "", "auto: a PMIx launcher started this process (PMIX_NAMESPACE is set)", {}};
   }
-  bool launched = false;
-  for (const char* name :
-       {"IBCOLL_RANK", "IBCOLL_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
-        "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"})
-    launched |= lookup(name) != nullptr;
-  if (!launched) return {Kind::singleton, "", "auto: no launcher started this process"};
+  if (!started_by_launcher(lookup)) {
+    return {Kind::singleton, "", "auto: no launcher started this process", {}};
+  }
   const LaunchInfo launch = launch_info_from_environment(lookup);
-  if (launch.size == 1) return {Kind::singleton, "", "auto: the launcher started one rank"};
+  if (launch.size == 1) return {Kind::singleton, "", "auto: the launcher started one rank", launch};
   throw Error(Code::invalid_argument,
               "IBCOLL_BOOTSTRAP: " + std::to_string(launch.size) +
                   " ranks and no PMIx server: start them with mpirun or srun --mpi=pmix, or set "
@@ -77,11 +75,9 @@ std::unique_ptr<Bootstrap> open_bootstrap(const BootstrapChoice& choice,
       throw Error(Code::not_supported,
                   "IBCOLL_BOOTSTRAP: this build has no PMIx (" + choice.reason + ")");
 #endif
-    case BootstrapChoice::Kind::tcp: {
-      const LaunchInfo launch = launch_info_from_environment();
-      return std::make_unique<TcpStore>(choice.address, launch.rank, launch.size, launch.secret,
-                                        timeout);
-    }
+    case BootstrapChoice::Kind::tcp:
+      return std::make_unique<TcpStore>(choice.address, choice.launch.rank, choice.launch.size,
+                                        choice.launch.secret, timeout);
     case BootstrapChoice::Kind::singleton:
       break;
   }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "runtime/bootstrap/bootstrap.h"
+#include "runtime/bootstrap/launch_env.h"
 
 namespace ibcoll::runtime {
 
@@ -21,6 +22,7 @@ struct BootstrapChoice {
   Kind kind = Kind::singleton;
   std::string address;  // tcp: host:port
   std::string reason;   // why this one, for the log and ibcoll_info
+  LaunchInfo launch;    // tcp: rank, size and secret from the launcher's variables
 };
 
 // "pmix", "tcp" or "singleton".

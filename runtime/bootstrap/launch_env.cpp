@@ -6,12 +6,23 @@
 #include "runtime/config.h"
 
 namespace ibcoll::runtime {
+namespace {
+
+const char* const kPairs[][2] = {{"IBCOLL_RANK", "IBCOLL_SIZE"},
+                                 {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                 {"PMI_RANK", "PMI_SIZE"},
+                                 {"SLURM_PROCID", "SLURM_NTASKS"}};
+
+}  // namespace
+
+bool started_by_launcher(const std::function<const char*(const char*)>& lookup) {
+  for (const auto& [rank_name, size_name] : kPairs) {
+    if (lookup(rank_name) || lookup(size_name)) return true;
+  }
+  return false;
+}
 
 LaunchInfo launch_info_from_environment(const std::function<const char*(const char*)>& lookup) {
-  static const char* const kPairs[][2] = {{"IBCOLL_RANK", "IBCOLL_SIZE"},
-                                          {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                          {"PMI_RANK", "PMI_SIZE"},
-                                          {"SLURM_PROCID", "SLURM_NTASKS"}};
   LaunchInfo info;
   bool found = false;
   for (const auto& [rank_name, size_name] : kPairs) {

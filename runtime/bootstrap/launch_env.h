@@ -13,6 +13,9 @@ struct LaunchInfo {
   std::string secret;  // IBCOLL_JOB_SECRET
 };
 
+// Whether a launcher's rank or size variable (of those above) is set at all.
+bool started_by_launcher(const std::function<const char*(const char*)>& lookup);
+
 // Throws Error(invalid_argument) naming the variable when rank/size are missing or bad.
 LaunchInfo launch_info_from_environment(const std::function<const char*(const char*)>& lookup);
 LaunchInfo launch_info_from_environment();

@@ -29,6 +29,7 @@ class PmixBootstrap final : public Bootstrap {
 
  private:
   std::string nspace_;
+  std::string key_prefix_;  // "ibcoll.N.": this process's Nth context over PMIx
   int rank_ = 0, size_ = 0;
   std::chrono::milliseconds timeout_;
 };

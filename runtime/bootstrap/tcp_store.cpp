@@ -273,6 +273,7 @@ class TcpStore::Server {
   // An allgather some ranks never join (fewer ranks started than the job's size says, or one
   // stuck before it) fails at every rank in it with the ranks it lacks, at nine tenths of the
   // deadline: before the first rank in gives up on its own, knowing only that no answer came.
+  // A rank that comes later gets the same answer at once.
   void give_up_overdue_gathers(Clock::time_point now) {
     if (timeout_.count() == 0) return;  // IBCOLL_TIMEOUT=0: no deadline
     for (auto it = gathers_.begin(); it != gathers_.end();) {
@@ -295,6 +296,7 @@ class TcpStore::Server {
                            missing + " (were fewer ranks started than the job's size?)"));
       for (int fd : g.waiters)
         queue_for(fd, why);
+      abandoned_[it->first] = why;
       it = gathers_.erase(it);
     }
   }
@@ -370,6 +372,10 @@ class TcpStore::Server {
   // in sends every waiting rank the whole, one frame for all.
   bool gather(Client& c, const std::string& name, std::string part) {
     if (!lost_.empty()) return reply(c, kLost, lost_ + ", in allgather " + name);
+    if (const auto late = abandoned_.find(name); late != abandoned_.end()) {
+      queue(c, late->second);
+      return flush(c);
+    }
     Gather& g = gathers_[name];
     if (g.parts.empty()) {
       g.parts.resize(static_cast<size_t>(size_));
@@ -511,8 +517,9 @@ class TcpStore::Server {
     Clock::time_point started;  // when the first part came
   };
   std::map<std::string, Gather> gathers_;
-  std::string lost_;                 // why gets of missing keys fail, once a rank is lost
-  std::map<int, std::string> gone_;  // the ranks lost, and why
+  std::map<std::string, Frame> abandoned_;  // allgathers given up, and why
+  std::string lost_;                        // why gets of missing keys fail, once a rank is lost
+  std::map<int, std::string> gone_;         // the ranks lost, and why
   std::thread thread_;
 };
 

@@ -3,6 +3,8 @@
  *   collectives NP  the world has NP ranks, each rank once; allreduce and bcast from 4 B to
  *                   1 MiB on the world and on split communicators give the right values;
  *                   prints "rank R: collectives right" and exits 0
+ *   twice NP        the same in two contexts one after the other: the second initializes PMIx
+ *                   again, and its exchanges must not take the first one's parts
  *   kill NP         rank NP-1 kills itself (SIGKILL) in the middle of a run of allreduces; each
  *                   other rank must get IBCOLL_ERR_PEER_FAILED within 30 s, prints
  *                   "rank R: clear error ...", finalizes and exits 0
@@ -162,24 +164,32 @@ static int kill_one(ibcoll_comm_t world, int expected) {
   }
 }
 
-int main(int argc, char** argv) {
-  if (argc != 3 || (strcmp(argv[1], "collectives") != 0 && strcmp(argv[1], "kill") != 0)) {
-    fprintf(stderr, "usage: %s collectives|kill NP\n", argv[0]);
-    return 2;
-  }
-  const int expected = atoi(argv[2]);
+/* One context from ibcoll_init to ibcoll_finalize, running the mode. */
+static int run_context(int collectives_mode, int expected) {
   ibcoll_context_t context;
   ibcoll_comm_t world;
   ibcoll_status_t status = ibcoll_init(&context);
   if (status != IBCOLL_SUCCESS) return failed("ibcoll_init", status);
   CHECK(ibcoll_comm_world(context, &world));
   CHECK(ibcoll_comm_rank(world, &my_rank));
-  const int result = strcmp(argv[1], "collectives") == 0 ? collectives(world, expected)
-                                                         : kill_one(world, expected);
+  const int result = collectives_mode ? collectives(world, expected) : kill_one(world, expected);
   fflush(stdout);
   status = ibcoll_finalize(context);
-  if (status != IBCOLL_SUCCESS && strcmp(argv[1], "collectives") == 0) {
-    return failed("ibcoll_finalize", status);
-  }
+  if (status != IBCOLL_SUCCESS && collectives_mode) return failed("ibcoll_finalize", status);
   return result;
+}
+
+int main(int argc, char** argv) {
+  const char* mode = argc == 3 ? argv[1] : "";
+  const int contexts = strcmp(mode, "twice") == 0 ? 2 : 1;
+  if (strcmp(mode, "collectives") != 0 && strcmp(mode, "twice") != 0 && strcmp(mode, "kill") != 0) {
+    fprintf(stderr, "usage: %s collectives|twice|kill NP\n", argv[0]);
+    return 2;
+  }
+  const int expected = atoi(argv[2]);
+  for (int context = 0; context < contexts; ++context) {
+    const int result = run_context(strcmp(mode, "kill") != 0, expected);
+    if (result != 0) return result;
+  }
+  return 0;
 }
