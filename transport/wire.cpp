@@ -34,6 +34,8 @@ std::optional<MessageHeader> parse_message(const void* bytes, size_t size) {
     case Type::send_withdrawn:
     case Type::receive_withdrawn:
     case Type::rank_gone:
+    case Type::credit_recall:
+    case Type::credit_given_back:
       break;
     default:
       return std::nullopt;

@@ -11,7 +11,7 @@
 namespace ibcoll::transport::wire {
 
 constexpr uint16_t kMagic = 0x1BC0;
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
 // The longest eager message (IBCOLL_EAGER_LIMIT's cap): a part announcing more is malformed, so
 // a stray header cannot make a receiver set aside gigabytes for it.
 constexpr uint64_t kMaxEagerBytes = uint64_t{1} << 20;
@@ -30,6 +30,8 @@ enum class Type : uint8_t {
                       // id), or, with send id 0, the eager message it was sending in parts
   receive_withdrawn,  // the receiver gave up the receive it answered rendezvous `length` with
   rank_gone,          // job rank `tag` is gone (`length`: why, a Code)
+  credit_recall,      // the receiver asks `length` of its credits back, if unused
+  credit_given_back,  // `length` unused credits, given back answering a recall
 };
 
 struct MessageHeader {

@@ -114,16 +114,15 @@ TEST(VerbsTransport, AllToAllOverRdmaCm) {
   expect_all_to_all(3, {0, 1, 8192, 8193, (1 << 20) + 3, 16 << 20}, {{"IBCOLL_CM", "rdmacm"}});
 }
 
-// Seven senders push 10 000 small messages each into one receiver whose SRQ holds 64 buffers:
-// credits must keep the SRQ from running dry, and nothing may be lost or reordered.
-TEST(VerbsTransport, ManyToOneBurstIntoSmallSrq) {
-  constexpr int kMessages = 10000;
+// Seven senders push `messages` small messages each into one receiver whose SRQ holds
+// `srq_depth` buffers (a quarter kept for credit returns, the rest lent by its CreditLedger):
+// credits keep the SRQ from running dry, nothing is lost or reordered, no peer fails, and the
+// senders did wait for credits. A sender that is done keeps polling until the receiver says it
+// has everything, as a rank waiting in a call does: with more peers than credits, the credits
+// it holds come back only through its progress.
+void many_to_one(int srq_depth, int messages, RankOptions options) {
   constexpr size_t kBytes = 32;
-  RankOptions options;
-  options.environment["IBCOLL_SRQ_DEPTH"] = "64";
-  // 70 000 messages through emulated RDMA take minutes in the sanitizer build.
-  options.environment["IBCOLL_TIMEOUT"] = "280s";
-  options.deadline = std::chrono::seconds(300);
+  options.environment["IBCOLL_SRQ_DEPTH"] = std::to_string(srq_depth);
   auto exits = run_ranks(
       8,
       [&](int, int) {
@@ -135,40 +134,116 @@ TEST(VerbsTransport, ManyToOneBurstIntoSmallSrq) {
           ++completed;
           if (!s.ok()) failures.push_back(s);
         };
-        std::vector<std::byte> data;
+        std::vector<std::byte> data(size_t(messages) * (me == 0 ? 7 : 1) * kBytes);
+        uint64_t done = 1;
         if (me == 0) {
-          data.resize(size_t{kMessages} * (r.size() - 1) * kBytes);
-          for (int peer = 1; peer < r.size(); ++peer) {
-            for (int m = 0; m < kMessages; ++m) {
-              std::byte* slot = &data[((peer - 1) * size_t{kMessages} + m) * kBytes];
-              r.channel().recv(peer, m, slot, kBytes, count);
-            }
+          for (int peer = 1; peer < 8; ++peer) {
+            for (int m = 0; m < messages; ++m)
+              r.channel().recv(peer, m, &data[((peer - 1) * size_t(messages) + m) * kBytes], kBytes,
+                               count);
           }
-          r.wait([&] { return completed == kMessages * (r.size() - 1); }, "burst receive");
-          for (int peer = 1; peer < r.size(); ++peer) {
-            for (int m = 0; m < kMessages; ++m) {
-              const std::byte* slot = &data[((peer - 1) * size_t{kMessages} + m) * kBytes];
+          r.wait([&] { return completed == messages * 7; }, "the senders' messages");
+          for (int peer = 1; peer < 8; ++peer) {
+            for (int m = 0; m < messages; ++m) {
               for (size_t i = 0; i < kBytes; ++i) {
-                RANK_CHECK(slot[i] == pattern_byte(peer, 0, m, i),
+                RANK_CHECK(data[((peer - 1) * size_t(messages) + m) * kBytes + i] ==
+                               pattern_byte(peer, 0, m, i),
                            "message " + std::to_string(m) + " from " + std::to_string(peer));
               }
             }
           }
           const auto c = r.channel().counters();
-          RANK_CHECK(c.srq_depth == 64, "SRQ depth " + std::to_string(c.srq_depth));
-          RANK_CHECK(c.messages_received >= uint64_t{kMessages} * 7, "messages received");
+          RANK_CHECK(c.srq_depth == uint64_t(srq_depth),
+                     "SRQ depth " + std::to_string(c.srq_depth));
+          RANK_CHECK(c.credit_messages > 0, "no credit was returned");
+          for (int peer = 1; peer < 8; ++peer)
+            r.channel().send(peer, messages, &done, sizeof(done), count);
+          r.wait([&] { return completed == messages * 7 + 7; }, "telling the senders");
         } else {
-          data.resize(size_t{kMessages} * kBytes);
-          for (int m = 0; m < kMessages; ++m) {
+          for (int m = 0; m < messages; ++m) {
             std::byte* slot = &data[size_t(m) * kBytes];
             for (size_t i = 0; i < kBytes; ++i)
               slot[i] = pattern_byte(me, 0, m, i);
             r.channel().send(0, m, slot, kBytes, count);
           }
-          r.wait([&] { return completed == kMessages; }, "burst send");
+          r.wait([&] { return completed == messages; }, "sending");
+          RANK_CHECK(r.channel().counters().credit_stalls > 0, "never waited for a credit");
+          r.channel().recv(0, messages, &done, sizeof(done), count);
+          r.wait([&] { return completed == messages + 1; }, "the receiver's word");
         }
         RANK_CHECK(failures.empty(), failures.empty() ? "" : failures.front().to_string());
         RANK_CHECK(r.channel().counters().failed_peers == 0, "a peer failed");
+        r.bootstrap().barrier("end");
+        return 0;
+      },
+      options);
+  expect_all_ok(exits);
+}
+
+// 64 buffers, 48 credits: six each for the seven senders.
+TEST(VerbsTransport, ManyToOneBurstIntoSmallSrq) {
+  RankOptions options;
+  // 70 000 messages through emulated RDMA take minutes in the sanitizer build.
+  options.environment["IBCOLL_TIMEOUT"] = "280s";
+  options.deadline = std::chrono::seconds(300);
+  many_to_one(64, 10000, options);
+}
+
+// 8 buffers, 6 credits: more peers than credits, so they take turns.
+TEST(VerbsTransport, MorePeersThanCreditsTakeTurns) {
+  many_to_one(8, 300, RankOptions{});
+}
+
+// Rank 1 connects to rank 0 first and is lent 3 of its 6 credits (a share is kept for the next
+// peer), then goes idle (polling, as a rank waiting in a call does). Rank 2 connects and starts
+// with the share kept for it; the shares shrink to 2, so rank 0 recalls rank 1's excess, which
+// rank 1 gives back unused; rank 2 sends its 100 messages.
+TEST(VerbsTransport, AnIdlePeerGivesBackCreditsOverItsShare) {
+  constexpr int kMessages = 100;
+  RankOptions options;
+  options.environment["IBCOLL_SRQ_DEPTH"] = "8";
+  options.environment["IBCOLL_TIMEOUT"] = "60s";
+  auto exits = run_ranks(
+      3,
+      [&](int, int) {
+        runtime::VerbsEndpoint r;
+        const int me = r.rank();
+        int completed = 0;
+        std::vector<Status> failures;
+        auto count = [&](const Status& s, size_t) {
+          ++completed;
+          if (!s.ok()) failures.push_back(s);
+        };
+        uint64_t value = 0;
+        std::vector<uint64_t> values(kMessages);
+        if (me == 0) {
+          r.channel().recv(1, 0, &value, sizeof(value), count);
+          r.wait([&] { return completed == 1; }, "rank 1's message");
+          r.bootstrap().barrier("rank 1 holds every credit");
+          for (int m = 0; m < kMessages; ++m)
+            r.channel().recv(2, m, &values[size_t(m)], sizeof(uint64_t), count);
+          r.wait([&] { return completed == 1 + kMessages; }, "rank 2's messages");
+          for (int m = 0; m < kMessages; ++m)
+            RANK_CHECK(values[size_t(m)] == uint64_t(m) + 1000, "message " + std::to_string(m));
+          RANK_CHECK(r.channel().counters().credit_recalls >= 1, "no credits were recalled");
+        } else if (me == 1) {
+          value = 7;
+          r.channel().send(0, 0, &value, sizeof(value), count);
+          r.wait([&] { return completed == 1; }, "sending to rank 0");
+          r.bootstrap().barrier("rank 1 holds every credit");
+          r.channel().recv(2, 0, &value, sizeof(value), count);  // idle until rank 2 is done
+          r.wait([&] { return completed == 2; }, "rank 2's word that it is done");
+        } else {
+          r.bootstrap().barrier("rank 1 holds every credit");
+          for (int m = 0; m < kMessages; ++m) {
+            values[size_t(m)] = uint64_t(m) + 1000;
+            r.channel().send(0, m, &values[size_t(m)], sizeof(uint64_t), count);
+          }
+          r.wait([&] { return completed == kMessages; }, "sending to rank 0");
+          r.channel().send(1, 0, &value, sizeof(value), count);
+          r.wait([&] { return completed == kMessages + 1; }, "telling rank 1");
+        }
+        RANK_CHECK(failures.empty(), failures.empty() ? "" : failures.front().to_string());
         r.bootstrap().barrier("end");
         return 0;
       },

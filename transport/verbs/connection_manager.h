@@ -38,7 +38,6 @@ struct ConnectionSetup {
   int rank;
   int size;
   uint32_t send_depth;   // send work requests per QP
-  uint32_t credits;      // receive credits we grant each peer
   uint64_t incarnation;  // this endpoint's generation
 };
 
@@ -52,6 +51,8 @@ class ConnectionManager {
     virtual void on_connect_failed(int peer, const Status& status) = 0;
     // The peer's process is known gone (Options::why_gone): fail it as a dead peer.
     virtual void on_peer_gone(int peer, const Status& status) = 0;
+    // The receive credits we grant `peer`, told in the handshake: the same on every call.
+    virtual uint32_t credits_for(int peer) = 0;
   };
 
   struct Stats {

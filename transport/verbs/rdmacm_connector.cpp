@@ -54,7 +54,6 @@ RdmaCmConnector::RdmaCmConnector(const ConnectionSetup& setup, Listener& listene
                                          "GID that carries the IP address");
   }
   hello_.source = static_cast<uint32_t>(setup.rank);
-  hello_.credits = setup.credits;
   hello_.incarnation = setup.incarnation;
 
   events_ = rdma_create_event_channel();
@@ -150,7 +149,8 @@ void RdmaCmConnector::create_queue_pair(rdma_cm_id* id, int peer, QueueCaps& cap
   peer_by_qp_[id->qp->qp_num] = peer;
 }
 
-rdma_conn_param RdmaCmConnector::connect_param() const {
+rdma_conn_param RdmaCmConnector::connect_param(int peer) {
+  hello_.credits = listener_.credits_for(peer);
   rdma_conn_param param{};
   param.private_data = &hello_;
   param.private_data_len = sizeof(hello_);
@@ -221,7 +221,7 @@ void RdmaCmConnector::handle(rdma_cm_event& event, std::vector<rdma_cm_id*>& ret
       break;
     case RDMA_CM_EVENT_ROUTE_RESOLVED: {
       create_queue_pair(id, peer, l.caps);
-      rdma_conn_param param = connect_param();
+      rdma_conn_param param = connect_param(peer);
       if (rdma_connect(id, &param)) throw_errno("rdma_connect", errno);
       break;
     }
@@ -283,7 +283,7 @@ void RdmaCmConnector::on_connect_request(rdma_cm_event& event, std::vector<rdma_
   }
   id->context = cm_context_of(peer);
   create_queue_pair(id, peer, l->caps);
-  rdma_conn_param param = connect_param();
+  rdma_conn_param param = connect_param(peer);
   if (rdma_accept(id, &param)) {
     const int err = errno;
     retire.push_back(id);

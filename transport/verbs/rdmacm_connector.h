@@ -52,7 +52,8 @@ class RdmaCmConnector final : public ConnectionManager {
   void handle(rdma_cm_event& event, std::vector<rdma_cm_id*>& retire);
   void on_connect_request(rdma_cm_event& event, std::vector<rdma_cm_id*>& retire);
   void create_queue_pair(rdma_cm_id* id, int peer, QueueCaps& caps);
-  rdma_conn_param connect_param() const;
+  // Points at hello_, with the credits we grant `peer`: valid until the next call.
+  rdma_conn_param connect_param(int peer);
   void fail(int peer, const std::string& why);
   void destroy(rdma_cm_id* id);
   Link& link(int peer) { return links_[static_cast<size_t>(peer)]; }

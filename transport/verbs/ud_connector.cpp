@@ -85,7 +85,7 @@ void UdConnector::send_handshake(int peer, wire::Type type) {
   m.destination = static_cast<uint32_t>(peer);
   m.qp_num = l.qp->qp_num();
   m.psn = l.qp->psn();
-  m.credits = setup_.credits;
+  m.credits = listener_.credits_for(peer);
   m.incarnation = setup_.incarnation;
   ud_.send(l.ah.get(), remote.ud_qp_num, &m, sizeof(m));
   ++stats_.handshakes_sent;

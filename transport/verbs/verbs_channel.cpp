@@ -20,12 +20,19 @@ constexpr uint32_t kDatagramWork = 2 * 64;  // UD receives and sends in the CQ
 constexpr uint32_t kQkey = 0x1bc0c011;
 constexpr int kPollBatch = 32;
 constexpr auto kTickInterval = std::chrono::milliseconds(1);
+// While peers wait for credits and none is free, a peer that sent nothing for this long gives
+// back what it holds (CreditLedger::recall_idle).
+constexpr auto kCreditIdle = std::chrono::milliseconds(20);
 constexpr uint32_t kPollsPerClockRead = 64;
 
 }  // namespace
 
+// A quarter of the SRQ stays for the messages that need no credit (credit returns, keepalives).
 VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
-    : options_(options), rank_(rank), size_(size) {
+    : options_(options),
+      rank_(rank),
+      size_(size),
+      credits_(std::max(size, 1), options.srq_depth * 3 / 4, options.credits) {
   if (size < 1)
     throw Error(Code::invalid_argument, "size: must be at least 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size) {
@@ -70,9 +77,6 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
   registrations_ =
       std::make_unique<RegistrationCache>(pd_.get(), options.mr_cache, options.mr_cache_bytes);
 
-  // Keep a quarter of the SRQ for messages that need no credit (credit returns, keepalives).
-  const uint32_t peers = static_cast<uint32_t>(std::max(1, size - 1));
-  credits_granted_ = std::clamp(options.srq_depth * 3 / 4 / peers, 1u, options.credits);
   std::random_device random;
   const uint64_t incarnation = (uint64_t{random()} << 32) | random();
   const ConnectionSetup setup{.device = *device_,
@@ -83,7 +87,6 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
                               .rank = rank,
                               .size = size,
                               .send_depth = kSendDepthPerPeer,
-                              .credits = credits_granted_,
                               .incarnation = incarnation};
   auto& listener = static_cast<Listener&>(*this);
   if (options.connect == ConnectMode::rdmacm) {
@@ -269,6 +272,25 @@ void VerbsChannel::acknowledged(int peer, bool probe) {
   }
 }
 
+uint32_t VerbsChannel::credits_for(int peer) {
+  const uint32_t grant = credits_.open(peer, now_);
+  tell_credit_notices();
+  return grant;
+}
+
+void VerbsChannel::tell_credit_notices() {
+  std::vector<CreditLedger::Notice>& notices = credits_.notices();
+  if (notices.empty()) return;
+  const std::vector<CreditLedger::Notice> told = std::move(notices);
+  notices.clear();
+  for (const CreditLedger::Notice& n : told) {
+    Peer& p = peers_[static_cast<size_t>(n.peer)];
+    p.credits_to_return += n.grant;
+    p.credits_to_recall += n.recall;
+    pump(n.peer);
+  }
+}
+
 void VerbsChannel::on_connected(int peer, bool announce) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   p.connected = true;
@@ -320,6 +342,8 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
     completions_.add(std::move(p.assembly->posted->done), status, 0);
   }
   p.assembly.reset();
+  credits_.close(peer);  // what it was lent is home, for the others
+  tell_credit_notices();
 }
 
 void VerbsChannel::tell_peers_gone(uint32_t job_rank, Code code) {
@@ -333,6 +357,8 @@ void VerbsChannel::tell_peers_gone(uint32_t job_rank, Code code) {
 
 void VerbsChannel::on_tick(Clock::time_point now) {
   connector_->tick(now);
+  credits_.recall_idle(now, kCreditIdle);
+  tell_credit_notices();
   for (int peer = 0; peer < size_; ++peer) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (!p.connected || p.failed || p.open_ops == 0) continue;

@@ -4,9 +4,9 @@
 //    buffer (eager_buffer) each, sent back to back and put together on arrival;
 //  - rendezvous for larger ones: request → the receiver registers its buffer and answers →
 //    RDMA write with immediate straight into it;
-//  - credits: a peer may have at most `credits` messages in our SRQ; we return credits as we
-//    consume them (piggybacked, or in a credit message), so a many-to-one burst never
-//    exhausts the SRQ;
+//  - credits: the SRQ's buffers are lent to the connected peers (a CreditLedger); a peer sends
+//    only with a credit, and we return credits as we consume its messages (piggybacked, or in
+//    a credit message), so a many-to-one burst never exhausts the SRQ;
 //  - failures: an error completion, a fatal async event or an rdma_cm connection error fails
 //    every operation that depends on that peer, with the verbs status in the message;
 //  - cancel(): a send not begun is forgotten; one under way tells the receiver
@@ -30,6 +30,7 @@
 #include "transport/match_table.h"
 #include "transport/verbs/completion_queue.h"
 #include "transport/verbs/connection_manager.h"
+#include "transport/verbs/credit_ledger.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/handles.h"
 #include "transport/verbs/mr_cache.h"
@@ -50,6 +51,7 @@ struct ChannelCounters {
   uint64_t rendezvous_sent = 0;
   uint64_t credit_stalls = 0;    // times a send waited for credits
   uint64_t credit_messages = 0;  // explicit credit returns sent
+  uint64_t credit_recalls = 0;   // peers asked to give back unused credits (CreditLedger)
   uint64_t keepalives_sent = 0;
   uint64_t handshake_retries = 0;
   uint64_t srq_limit_events = 0;
@@ -181,7 +183,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint32_t unsignaled_run = 0;  // sends since the last signaled one
     uint32_t send_credits = 0;
     uint32_t credits_to_return = 0;
-    uint32_t in_flight = 0;  // work requests on the QP
+    uint32_t credits_to_recall = 0;  // to ask back from the peer (a credit_recall to send)
+    uint32_t credits_to_give_back = 0;
+    bool give_back_due = false;  // the peer recalled: answer, even with none unused
+    uint32_t in_flight = 0;      // work requests on the QP
     uint32_t max_send_wr = 0;
     uint32_t open_ops = 0;  // our sends and receives that depend on the peer
     bool connected = false, announce = false, keepalive = false, failed = false;
@@ -200,6 +205,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void on_connected(int peer, bool announce) override;
   void on_connect_failed(int peer, const Status& status) override { fail_peer(peer, status); }
   void on_peer_gone(int peer, const Status& status) override { fail_peer(peer, status, true); }
+  uint32_t credits_for(int peer) override;
+  // What the ledger decided for other peers than the one at hand: grants and recalls to send.
+  void tell_credit_notices();
+  void credit_came_home(int peer);
 
   void ensure_connected(int peer);
   void handle(const ibv_wc& wc);
@@ -228,7 +237,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   bool post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length,
                        size_t& offset);
   bool post_eager_parts(int peer, Sends::iterator send);
-  bool post_control(int peer, wire::Type type);
+  bool post_control(int peer, wire::Type type, uint64_t length = 0);
   bool post_message(int peer, const wire::MessageHeader& header, const void* body, size_t body_size,
                     const void* payload, size_t payload_size);
   bool has_room(int peer, uint32_t wrs) const;
@@ -260,7 +269,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   uint32_t cq_budget_ = 0;
   uint32_t cq_in_flight_ = 0;
   uint32_t unsignaled_ = 0;  // unsignaled sends holding send slots, over all peers
-  uint32_t credits_granted_ = 0;
+  CreditLedger credits_;
   std::vector<Peer> peers_;
   // Every message has a record here while it is under way; the pool keeps the freed ones for
   // the next messages (a node per send from the heap was the message path's last allocation).

@@ -34,7 +34,7 @@ void VerbsChannel::on_receive(const ibv_wc& wc) {
   p.last_heard = now_;
   ++counters_.messages_received;
   if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-    ++p.credits_to_return;
+    credit_came_home(peer);
     auto it = rendezvous_.find(ntohl(wc.imm_data));
     if (it != rendezvous_.end() && it->second.peer == peer && !it->second.refused) {
       RendezvousRecv& r = it->second;
@@ -61,6 +61,16 @@ void VerbsChannel::on_receive(const ibv_wc& wc) {
   pump(peer);
 }
 
+// One of the peer's credited messages was consumed: its credit goes back to the peer, or to
+// the ledger's pool (and on to peers waiting for one).
+void VerbsChannel::credit_came_home(int peer) {
+  if (credits_.came_home(peer, now_)) {
+    ++peers_[static_cast<size_t>(peer)].credits_to_return;
+  } else {
+    tell_credit_notices();
+  }
+}
+
 void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
   auto header = wire::parse_message(bytes, size);
   if (!header || header->source != static_cast<uint32_t>(peer)) {
@@ -69,7 +79,7 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
   }
   Peer& p = peers_[static_cast<size_t>(peer)];
   p.send_credits += header->credits;
-  if (is_credited(header->type)) ++p.credits_to_return;
+  if (is_credited(header->type)) credit_came_home(peer);
   const std::byte* body = bytes + kHeaderBytes;
 
   switch (header->type) {
@@ -151,6 +161,18 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
       break;
     case wire::Type::receive_withdrawn:
       on_receive_withdrawn(peer, static_cast<uint32_t>(header->length));
+      break;
+    case wire::Type::credit_recall: {  // what is unused goes back; what is in flight comes home
+      const auto unused = static_cast<uint32_t>(std::min<uint64_t>(header->length, p.send_credits));
+      p.send_credits -= unused;
+      p.credits_to_give_back += unused;
+      p.give_back_due = true;
+      break;
+    }
+    case wire::Type::credit_given_back:
+      credits_.given_back(peer,
+                          static_cast<uint32_t>(std::min<uint64_t>(header->length, UINT32_MAX)));
+      tell_credit_notices();
       break;
     case wire::Type::rank_gone:
       if (observer_) {

@@ -37,9 +37,21 @@ void VerbsChannel::pump(int peer) {
   while (!p.outgoing.empty() && post_outgoing(peer, p.outgoing.front()))
     p.outgoing.pop_front();
   if (p.failed) return;
-  if (p.credits_to_return >= std::max(1u, credits_granted_ / 2) &&
+  // Credits go back once half of what the peer was lent waits here: at once for one lent
+  // little (a turn from the pool), in batches for one lent many.
+  if (p.credits_to_return > 0 && p.credits_to_return * 2 >= credits_.lent(peer) &&
       post_control(peer, wire::Type::credit)) {
     ++counters_.credit_messages;
+  }
+  if (p.credits_to_recall > 0 &&
+      post_control(peer, wire::Type::credit_recall, p.credits_to_recall)) {
+    p.credits_to_recall = 0;
+    ++counters_.credit_recalls;
+  }
+  if (p.give_back_due &&
+      post_control(peer, wire::Type::credit_given_back, p.credits_to_give_back)) {
+    p.credits_to_give_back = 0;
+    p.give_back_due = false;
   }
   if (p.keepalive && post_control(peer, wire::Type::keepalive)) {
     p.keepalive = false;
@@ -232,9 +244,10 @@ void VerbsChannel::retire_through(int peer, uint64_t work_id) {
   }
 }
 
-bool VerbsChannel::post_control(int peer, wire::Type type) {
+bool VerbsChannel::post_control(int peer, wire::Type type, uint64_t length) {
   wire::MessageHeader header;
   header.type = type;
+  header.length = length;
   return post_message(peer, header, nullptr, 0, nullptr, 0);
 }
 
