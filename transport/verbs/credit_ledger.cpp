@@ -8,13 +8,16 @@ CreditLedger::CreditLedger(int size, uint32_t capacity, uint32_t cap)
     : capacity_(std::max(1u, capacity)),
       cap_(std::max(1u, cap)),
       free_(capacity_),
-      accounts_(static_cast<size_t>(size)) {}
+      accounts_(static_cast<size_t>(size)) {
+  update_share();
+}
 
 // One more peer than are connected: a share is kept free for the next to connect, so that it
 // starts sending at once, not after the others answer a recall (they may not be polling).
-uint32_t CreditLedger::share() const {
+// Computed when a peer opens or closes, not for every message that comes home.
+void CreditLedger::update_share() {
   const auto peers = static_cast<uint32_t>(open_.size() + 1);
-  return std::clamp(capacity_ / peers, 1u, cap_);
+  share_ = std::clamp(capacity_ / peers, 1u, cap_);
 }
 
 uint32_t CreditLedger::open(int peer, Clock::time_point now) {
@@ -24,6 +27,7 @@ uint32_t CreditLedger::open(int peer, Clock::time_point now) {
   a.is_open = true;
   a.last_home = now;
   open_.push_back(peer);
+  update_share();
   a.first = a.lent = std::min(share(), free_);
   free_ -= a.lent;
   if (a.lent < share()) wait_in_line(peer);
@@ -61,6 +65,7 @@ void CreditLedger::close(int peer) {
   free_ += a.lent;
   a = Account{};
   std::erase(open_, peer);  // waiting_ skips it when its turn comes
+  update_share();
   hand_out();
 }
 

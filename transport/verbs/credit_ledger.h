@@ -54,7 +54,7 @@ class CreditLedger {
   // channel takes them after each call.
   std::vector<Notice>& notices() { return notices_; }
 
-  uint32_t share() const;
+  uint32_t share() const { return share_; }
   uint32_t lent(int peer) const { return accounts_[static_cast<size_t>(peer)].lent; }
   uint32_t free() const { return free_; }
   uint32_t lent_in_all() const { return capacity_ - free_; }
@@ -71,8 +71,9 @@ class CreditLedger {
   void wait_in_line(int peer);
   void hand_out();  // the free pool to the waiting peers
   void recall_excess();
+  void update_share();
 
-  uint32_t capacity_, cap_, free_;
+  uint32_t capacity_, cap_, free_, share_ = 1;
   std::vector<Account> accounts_;  // by rank
   std::vector<int> open_;          // peers with an account, for recalls
   std::deque<int> waiting_;        // below their share, first come first served
