@@ -6,11 +6,11 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <optional>
 
 #include "base/fifo.h"
+#include "transport/peer_map.h"
 
 namespace ibcoll::transport {
 
@@ -46,17 +46,17 @@ class MatchTable {
   // Removes the posted receives whose tag lies in [first, last], calling `removed(peer)` for
   // each.
   void remove_posted(uint64_t first, uint64_t last, const std::function<void(int)>& removed) {
-    for (size_t peer = 0; peer < peers_.size(); ++peer) {
-      auto& posted = peers_[peer].posted;
+    peers_.for_each([&](int peer, PeerQueues& queues) {
+      auto& posted = queues.posted;
       for (auto it = posted.begin(); it != posted.end();) {
         if (it->tag < first || it->tag > last) {
           ++it;
           continue;
         }
         it = posted.erase(it);
-        removed(static_cast<int>(peer));
+        removed(peer);
       }
-    }
+    });
   }
   // Calls `visit(tag, arrival)` for every arrival from `peer` waiting in order.
   template <typename Visit>
@@ -67,8 +67,7 @@ class MatchTable {
   size_t posted_count(int peer) { return queues(peer).posted.size(); }
   size_t unexpected_count() const {
     size_t n = 0;
-    for (const auto& q : peers_)
-      n += q.unexpected.size();
+    peers_.for_each([&](int, const PeerQueues& q) { n += q.unexpected.size(); });
     return n;
   }
 
@@ -83,10 +82,7 @@ class MatchTable {
     Fifo<Entry<Arrival>> unexpected;
   };
 
-  PeerQueues& queues(int peer) {
-    if (static_cast<size_t>(peer) >= peers_.size()) peers_.resize(static_cast<size_t>(peer) + 1);
-    return peers_[static_cast<size_t>(peer)];
-  }
+  PeerQueues& queues(int peer) { return peers_[peer]; }
   template <typename T>
   static std::optional<T> take(Fifo<Entry<T>>& queue, uint64_t tag) {
     for (auto it = queue.begin(); it != queue.end(); ++it) {
@@ -98,7 +94,7 @@ class MatchTable {
     return std::nullopt;
   }
 
-  std::deque<PeerQueues> peers_;  // grows without moving queues (their moves may throw)
+  PeerMap<PeerQueues> peers_;  // the peers that sent or were posted for, not every rank
 };
 
 }  // namespace ibcoll::transport

@@ -65,7 +65,7 @@ struct Peers {
 
 TEST(CreditLedger, SharesFollowTheConnectedPeersNotTheJob) {
   // 1024 nodes x 64 ranks, 512 SRQ buffers (384 credited), 32 at most per peer.
-  CreditLedger ledger(65536, 384, 32);
+  CreditLedger ledger(384, 32);
   EXPECT_EQ(ledger.open(70, {}), 32u);  // one peer: the cap, not 384 / 65535
   for (int peer = 100; peer < 183; ++peer)
     ledger.open(peer, {});
@@ -77,7 +77,7 @@ TEST(CreditLedger, SharesFollowTheConnectedPeersNotTheJob) {
 }
 
 TEST(CreditLedger, ANewcomerStartsAtOnceAndPeersOverTheirShareGiveTheExcessBack) {
-  CreditLedger ledger(4, 6, 32);
+  CreditLedger ledger(6, 32);
   Peers peers{ledger};
   peers.open(1);
   EXPECT_EQ(peers.held[1], 3u) << "6 credits, one peer, one share kept for the next";
@@ -97,7 +97,7 @@ TEST(CreditLedger, ANewcomerStartsAtOnceAndPeersOverTheirShareGiveTheExcessBack)
 }
 
 TEST(CreditLedger, MorePeersThanCreditsTakeTurns) {
-  CreditLedger ledger(9, 3, 32);
+  CreditLedger ledger(3, 32);
   Peers peers{ledger};
   for (int peer = 1; peer <= 7; ++peer)
     peers.open(peer);
@@ -151,7 +151,7 @@ TEST(CreditLedger, MorePeersThanCreditsTakeTurns) {
 TEST(CreditLedger, NeverLendsMoreThanTheSrqHolds) {
   std::mt19937 random(12345);
   for (uint32_t capacity : {1u, 6u, 48u, 384u}) {
-    CreditLedger ledger(40, capacity, 32);
+    CreditLedger ledger(capacity, 32);
     Peers peers{ledger};
     std::vector<int> open, arrivals;
     for (int step = 0; step < 20000; ++step) {

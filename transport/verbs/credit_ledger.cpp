@@ -4,11 +4,8 @@
 
 namespace ibcoll::transport::verbs {
 
-CreditLedger::CreditLedger(int size, uint32_t capacity, uint32_t cap)
-    : capacity_(std::max(1u, capacity)),
-      cap_(std::max(1u, cap)),
-      free_(capacity_),
-      accounts_(static_cast<size_t>(size)) {
+CreditLedger::CreditLedger(uint32_t capacity, uint32_t cap)
+    : capacity_(std::max(1u, capacity)), cap_(std::max(1u, cap)), free_(capacity_) {
   update_share();
 }
 
@@ -21,7 +18,7 @@ void CreditLedger::update_share() {
 }
 
 uint32_t CreditLedger::open(int peer, Clock::time_point now) {
-  Account& a = accounts_[static_cast<size_t>(peer)];
+  Account& a = accounts_[peer];
   if (a.is_open) return a.first;
   a = Account{};
   a.is_open = true;
@@ -36,8 +33,9 @@ uint32_t CreditLedger::open(int peer, Clock::time_point now) {
 }
 
 bool CreditLedger::came_home(int peer, Clock::time_point now) {
-  Account& a = accounts_[static_cast<size_t>(peer)];
-  if (!a.is_open || a.lent == 0) return false;  // a lying or closed peer's: not ours to count
+  Account* found = accounts_.find(peer);
+  if (!found || !found->is_open || found->lent == 0) return false;  // a lying or closed peer's
+  Account& a = *found;
   a.last_home = now;
   const uint32_t fair = share();
   if (a.lent < fair || (a.lent == fair && waiting_.empty())) return true;
@@ -49,8 +47,9 @@ bool CreditLedger::came_home(int peer, Clock::time_point now) {
 }
 
 void CreditLedger::given_back(int peer, uint32_t count) {
-  Account& a = accounts_[static_cast<size_t>(peer)];
-  if (!a.is_open) return;
+  Account* found = accounts_.find(peer);
+  if (!found || !found->is_open) return;
+  Account& a = *found;
   count = std::min(count, a.lent);
   a.lent -= count;
   a.recalled = 0;
@@ -60,8 +59,9 @@ void CreditLedger::given_back(int peer, uint32_t count) {
 }
 
 void CreditLedger::close(int peer) {
-  Account& a = accounts_[static_cast<size_t>(peer)];
-  if (!a.is_open) return;
+  Account* found = accounts_.find(peer);
+  if (!found || !found->is_open) return;
+  Account& a = *found;
   free_ += a.lent;
   a = Account{};
   std::erase(open_, peer);  // waiting_ skips it when its turn comes
@@ -70,7 +70,7 @@ void CreditLedger::close(int peer) {
 }
 
 void CreditLedger::wait_in_line(int peer) {
-  Account& a = accounts_[static_cast<size_t>(peer)];
+  Account& a = accounts_[peer];
   if (a.waiting) return;
   a.waiting = true;
   waiting_.push_back(peer);
@@ -81,7 +81,7 @@ void CreditLedger::hand_out() {
   while (free_ > 0 && !waiting_.empty()) {
     const int peer = waiting_.front();
     waiting_.pop_front();
-    Account& a = accounts_[static_cast<size_t>(peer)];
+    Account& a = accounts_[peer];
     a.waiting = false;
     if (!a.is_open || a.lent >= fair) continue;
     const uint32_t grant = std::min(free_, fair - a.lent);
@@ -95,7 +95,7 @@ void CreditLedger::hand_out() {
 void CreditLedger::recall_idle(Clock::time_point now, Clock::duration idle) {
   if (free_ > 0 || waiting_.empty()) return;
   for (int peer : open_) {
-    Account& a = accounts_[static_cast<size_t>(peer)];
+    Account& a = accounts_[peer];
     if (a.lent == 0 || a.recalled != 0 || now - a.last_home < idle) continue;
     a.recalled = a.lent;
     notices_.push_back({peer, 0, a.recalled});
@@ -105,7 +105,7 @@ void CreditLedger::recall_idle(Clock::time_point now, Clock::duration idle) {
 void CreditLedger::recall_excess() {
   const uint32_t fair = share();
   for (int peer : open_) {
-    Account& a = accounts_[static_cast<size_t>(peer)];
+    Account& a = accounts_[peer];
     if (a.lent <= fair || a.recalled != 0) continue;
     a.recalled = a.lent - fair;
     notices_.push_back({peer, 0, a.recalled});

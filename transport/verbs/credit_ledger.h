@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/deadline.h"
+#include "transport/peer_map.h"
 
 namespace ibcoll::transport::verbs {
 
@@ -34,9 +35,8 @@ class CreditLedger {
     uint32_t recall = 0;
   };
 
-  // `size`: ranks of the job (peers are 0..size-1); `capacity` ≥ 1 credits in all, `cap` ≥ 1 at
-  // most per peer.
-  CreditLedger(int size, uint32_t capacity, uint32_t cap);
+  // `capacity` ≥ 1 credits in all, `cap` ≥ 1 at most per peer; peers are job ranks.
+  CreditLedger(uint32_t capacity, uint32_t cap);
 
   // The credits `peer` starts with, told in the connection handshake; the same on every call
   // (a handshake may be sent again).
@@ -55,7 +55,10 @@ class CreditLedger {
   std::vector<Notice>& notices() { return notices_; }
 
   uint32_t share() const { return share_; }
-  uint32_t lent(int peer) const { return accounts_[static_cast<size_t>(peer)].lent; }
+  uint32_t lent(int peer) const {
+    const Account* a = accounts_.find(peer);
+    return a ? a->lent : 0;
+  }
   uint32_t free() const { return free_; }
   uint32_t lent_in_all() const { return capacity_ - free_; }
   int open_peers() const { return static_cast<int>(open_.size()); }
@@ -74,9 +77,9 @@ class CreditLedger {
   void update_share();
 
   uint32_t capacity_, cap_, free_, share_ = 1;
-  std::vector<Account> accounts_;  // by rank
-  std::vector<int> open_;          // peers with an account, for recalls
-  std::deque<int> waiting_;        // below their share, first come first served
+  PeerMap<Account> accounts_;  // the peers that ever opened
+  std::vector<int> open_;      // peers with an account, for recalls
+  std::deque<int> waiting_;    // below their share, first come first served
   std::vector<Notice> notices_;
 };
 

@@ -46,7 +46,7 @@ int peer_of(const rdma_cm_id* id) {
 }  // namespace
 
 RdmaCmConnector::RdmaCmConnector(const ConnectionSetup& setup, Listener& listener)
-    : ConnectionManager(setup, listener), links_(static_cast<size_t>(setup.size)) {
+    : ConnectionManager(setup, listener) {
   const PortAddress port = setup.device.address();
   if (!port.global) {
     throw Error(Code::not_supported, "IBCOLL_CM=rdmacm: " + setup.device.name() +
@@ -82,10 +82,10 @@ RdmaCmConnector::RdmaCmConnector(const ConnectionSetup& setup, Listener& listene
 }
 
 RdmaCmConnector::~RdmaCmConnector() {
-  for (Link& l : links_) {
+  links_.for_each([this](int, Link& l) {
     if (l.attempt && l.attempt != l.id) destroy(l.attempt);
     if (l.id) destroy(l.id);
-  }
+  });
   rdma_destroy_id(listen_id_);
   rdma_destroy_event_channel(events_);
 }
@@ -129,16 +129,18 @@ void RdmaCmConnector::connect(int peer) {
 }
 
 ibv_qp* RdmaCmConnector::queue_pair(int peer) const {
-  const Link& l = links_[static_cast<size_t>(peer)];
-  return l.id ? l.id->qp : nullptr;
+  const Link* l = links_.find(peer);
+  return l && l->id ? l->id->qp : nullptr;
 }
 
 QueueCaps RdmaCmConnector::caps(int peer) const {
-  return links_[static_cast<size_t>(peer)].caps;
+  const Link* l = links_.find(peer);
+  return l ? l->caps : QueueCaps{};
 }
 
 uint32_t RdmaCmConnector::granted_credits(int peer) const {
-  return links_[static_cast<size_t>(peer)].granted_credits;
+  const Link* l = links_.find(peer);
+  return l ? l->granted_credits : 0;
 }
 
 void RdmaCmConnector::create_queue_pair(rdma_cm_id* id, int peer, QueueCaps& caps) {
@@ -191,15 +193,14 @@ void RdmaCmConnector::tick(Clock::time_point now) {
   }
   // A peer slow to accept may be busy elsewhere rather than gone: it is never failed for that
   // (calls waiting on it end by their own deadline); rdma_cm's own errors still fail it.
-  for (int peer = 0; peer < setup_.size; ++peer) {
-    Link& l = link(peer);
+  links_.for_each([&](int peer, Link& l) {
     if (l.state == State::connecting && now - l.started >= setup_.options.timeout &&
         !std::exchange(l.said_slow, true)) {
       IBCOLL_LOG(warn, "rdma_cm connection to peer " << peer << " not established within "
                                                      << setup_.options.timeout.count()
                                                      << " ms (IBCOLL_TIMEOUT); still waiting");
     }
-  }
+  });
 }
 
 void RdmaCmConnector::handle(rdma_cm_event& event, std::vector<rdma_cm_id*>& retire) {

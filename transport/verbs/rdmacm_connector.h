@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "transport/peer_map.h"
 #include "transport/verbs/connection_manager.h"
 #include "transport/verbs/options.h"
 #include "transport/wire.h"
@@ -56,13 +57,13 @@ class RdmaCmConnector final : public ConnectionManager {
   rdma_conn_param connect_param(int peer);
   void fail(int peer, const std::string& why);
   void destroy(rdma_cm_id* id);
-  Link& link(int peer) { return links_[static_cast<size_t>(peer)]; }
+  Link& link(int peer) { return links_[peer]; }
 
   wire::ConnectData hello_;  // our private data
   rdma_event_channel* events_ = nullptr;
   rdma_cm_id* listen_id_ = nullptr;
   EndpointAddress address_;
-  std::vector<Link> links_;
+  PeerMap<Link> links_;  // the peers connected or being connected to
   Stats stats_;
 };
 

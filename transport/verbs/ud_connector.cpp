@@ -15,8 +15,7 @@ constexpr uint32_t kDatagramDepth = 64;
 
 UdConnector::UdConnector(const ConnectionSetup& setup, uint32_t qkey, Listener& listener)
     : ConnectionManager(setup, listener),
-      ud_(setup.pd, setup.cq, setup.device, qkey, kDatagramDepth, sizeof(wire::HandshakeMessage)),
-      links_(static_cast<size_t>(setup.size)) {}
+      ud_(setup.pd, setup.cq, setup.device, qkey, kDatagramDepth, sizeof(wire::HandshakeMessage)) {}
 
 EndpointAddress UdConnector::local_address() const {
   EndpointAddress address;
@@ -48,17 +47,18 @@ void UdConnector::connect(int peer) {
 }
 
 ibv_qp* UdConnector::queue_pair(int peer) const {
-  const Link& l = links_[static_cast<size_t>(peer)];
-  return l.qp ? l.qp->get() : nullptr;
+  const Link* l = links_.find(peer);
+  return l && l->qp ? l->qp->get() : nullptr;
 }
 
 QueueCaps UdConnector::caps(int peer) const {
-  const Link& l = links_[static_cast<size_t>(peer)];
-  return l.qp ? l.qp->caps() : QueueCaps{};
+  const Link* l = links_.find(peer);
+  return l && l->qp ? l->qp->caps() : QueueCaps{};
 }
 
 uint32_t UdConnector::granted_credits(int peer) const {
-  return links_[static_cast<size_t>(peer)].granted_credits;
+  const Link* l = links_.find(peer);
+  return l ? l->granted_credits : 0;
 }
 
 bool UdConnector::on_completion(const ibv_wc& wc) {
@@ -135,15 +135,20 @@ void UdConnector::on_datagram(uint32_t slot, uint32_t byte_len) {
 }
 
 void UdConnector::on_rc_message(int peer) {
-  Link& l = link(peer);
-  if (l.state != State::connected) return;
+  Link* found = links_.find(peer);
+  if (!found || found->state != State::connected) return;
+  Link& l = *found;
   l.state = State::ready;
   IBCOLL_LOG(debug, "connected to peer " << peer << " (passive)");
   listener_.on_connected(peer, false);
 }
 
 void UdConnector::tick(Clock::time_point now) {
-  for (int peer = 0; peer < setup_.size; ++peer) {
+  handshaking_.clear();
+  links_.for_each([&](int peer, const Link& l) {
+    if (l.state == State::requested || l.state == State::connected) handshaking_.push_back(peer);
+  });
+  for (int peer : handshaking_) {
     Link& l = link(peer);
     if (l.state != State::requested && l.state != State::connected) continue;
     // A peer that does not answer may be busy elsewhere (computing, not polling) rather than

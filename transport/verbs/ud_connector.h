@@ -16,6 +16,7 @@
 
 #include "base/deadline.h"
 #include "base/status.h"
+#include "transport/peer_map.h"
 #include "transport/verbs/connection_manager.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/options.h"
@@ -56,10 +57,11 @@ class UdConnector final : public ConnectionManager {
   void create_queue_pair(int peer);
   void send_handshake(int peer, wire::Type type);
   void accept_remote(int peer, const wire::HandshakeMessage& message);
-  Link& link(int peer) { return links_[static_cast<size_t>(peer)]; }
+  Link& link(int peer) { return links_[peer]; }
 
   UdQueuePair ud_;
-  std::vector<Link> links_;
+  PeerMap<Link> links_;           // the peers connected or being connected to
+  std::vector<int> handshaking_;  // tick's list (a visit may fail a peer)
   Stats stats_;
 };
 

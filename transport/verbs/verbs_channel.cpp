@@ -32,7 +32,7 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
     : options_(options),
       rank_(rank),
       size_(size),
-      credits_(std::max(size, 1), options.srq_depth * 3 / 4, options.credits) {
+      credits_(options.srq_depth * 3 / 4, options.credits) {
   if (size < 1)
     throw Error(Code::invalid_argument, "size: must be at least 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size) {
@@ -60,8 +60,7 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
   ibv_context* context = device_->context();
   pd_ = allocate_pd(context);
 
-  slot_size_ =
-      (kHeaderBytes + std::max(options.eager_buffer, sizeof(wire::ReadyToReceive)) + 63) / 64 * 64;
+  slot_size_ = slot_bytes(options);
   cq_budget_ = kSendSlots + 64;
   cq_ = std::make_unique<CompletionQueue>(
       context, static_cast<int>(options.srq_depth + kDatagramWork + cq_budget_),
@@ -94,9 +93,17 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
   } else {
     connector_ = std::make_unique<UdConnector>(setup, kQkey, listener);
   }
-  peers_.resize(static_cast<size_t>(size));
   int flags = fcntl(context->async_fd, F_GETFL);
   fcntl(context->async_fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+size_t VerbsChannel::slot_bytes(const Options& options) {
+  return (kHeaderBytes + std::max(options.eager_buffer, sizeof(wire::ReadyToReceive)) + 63) / 64 *
+         64;
+}
+
+size_t VerbsChannel::buffer_bytes(const Options& options) {
+  return (size_t{options.srq_depth} + kSendSlots) * slot_bytes(options);
 }
 
 VerbsChannel::~VerbsChannel() {
@@ -127,10 +134,23 @@ void VerbsChannel::ensure_connected(int peer) {
   connector_->connect(peer);
 }
 
+std::vector<int> VerbsChannel::known_peers() const {
+  std::vector<int> out;
+  out.reserve(peers_.size());
+  peers_.for_each([&](int peer, const Peer&) { out.push_back(peer); });
+  return out;
+}
+
+VerbsChannel::Peer& VerbsChannel::peer_for_new_operation(int peer) {
+  Peer& p = peers_[peer];
+  if (!device_failure_.ok() && !p.failed) fail_peer(peer, device_failure_);
+  return p;
+}
+
 void VerbsChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
                         Completion done) {
   check_send(peer, buffer, length, done);
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peer_for_new_operation(peer);
   if (p.failed) return completions_.add(std::move(done), p.failure, 0);
   ensure_connected(peer);
 
@@ -153,7 +173,7 @@ void VerbsChannel::send(int peer, uint64_t tag, const void* buffer, size_t lengt
 
 void VerbsChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {
   check_recv(peer, buffer, capacity, done);
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peer_for_new_operation(peer);
   PostedRecv posted{static_cast<std::byte*>(buffer), capacity, std::move(done)};
   if (auto arrival = matches_.take_unexpected({peer, tag})) {
     if (arrival->withdrawn) {
@@ -184,7 +204,7 @@ int VerbsChannel::poll() {
   if (n > 0) srq_->refill(false);
   if (starved_) {  // slots or CQ room came back: every peer may have something waiting
     starved_ = false;
-    for (int peer = 0; peer < size_; ++peer)
+    for (int peer : known_peers())
       pump(peer);
   }
   // Reading the clock costs more than an empty poll: look at it every kPollsPerClockRead.
@@ -240,7 +260,7 @@ void VerbsChannel::on_write_done(const ibv_wc& wc) {
   const uint64_t index = work_index(wc.wr_id);
   auto it = sends_.find(static_cast<uint32_t>(index));
   if (it == sends_.end()) {  // its peer failed meanwhile: find whose queue holds it
-    for (int peer = 0; peer < size_; ++peer)
+    for (int peer : known_peers())
       retire_through(peer, wc.wr_id);
     return;
   }
@@ -254,7 +274,7 @@ void VerbsChannel::on_write_done(const ibv_wc& wc) {
   if (last || (!op.done && op.batches_in_flight == 0)) {
     if (op.registration) registrations_->release(op.registration);
     completions_.add(std::move(op.done), Status(), op.length);  // none if withdrawn
-    --peers_[static_cast<size_t>(peer)].open_ops;
+    --peers_[peer].open_ops;
     sends_.erase(it);
   }
   pump(peer);
@@ -263,7 +283,7 @@ void VerbsChannel::on_write_done(const ibv_wc& wc) {
 // Work on the peer's QP completed: its port acknowledged, so it lives. A probe posted behind
 // earlier work (megabytes of RDMA writes on a slow link) counts its time from this progress.
 void VerbsChannel::acknowledged(int peer, bool probe) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   p.last_heard = now_;
   if (probe) {
     p.probe_outstanding = false;
@@ -284,7 +304,7 @@ void VerbsChannel::tell_credit_notices() {
   const std::vector<CreditLedger::Notice> told = std::move(notices);
   notices.clear();
   for (const CreditLedger::Notice& n : told) {
-    Peer& p = peers_[static_cast<size_t>(n.peer)];
+    Peer& p = peers_[n.peer];
     p.credits_to_return += n.grant;
     p.credits_to_recall += n.recall;
     pump(n.peer);
@@ -292,7 +312,7 @@ void VerbsChannel::tell_credit_notices() {
 }
 
 void VerbsChannel::on_connected(int peer, bool announce) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   p.connected = true;
   p.announce = announce;
   p.send_credits = connector_->granted_credits(peer);
@@ -302,7 +322,7 @@ void VerbsChannel::on_connected(int peer, bool announce) {
 }
 
 void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   if (p.failed) return;
   p.failed = true;
   p.failure = status;
@@ -347,8 +367,8 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
 }
 
 void VerbsChannel::tell_peers_gone(uint32_t job_rank, Code code) {
-  for (int peer = 0; peer < size_; ++peer) {
-    Peer& p = peers_[static_cast<size_t>(peer)];
+  for (int peer : known_peers()) {
+    Peer& p = peers_[peer];
     if (!p.connected || p.failed || peer == static_cast<int>(job_rank)) continue;
     p.notices.push_back({wire::Type::rank_gone, job_rank, static_cast<uint32_t>(code)});
     pump(peer);
@@ -359,9 +379,13 @@ void VerbsChannel::on_tick(Clock::time_point now) {
   connector_->tick(now);
   credits_.recall_idle(now, kCreditIdle);
   tell_credit_notices();
-  for (int peer = 0; peer < size_; ++peer) {
-    Peer& p = peers_[static_cast<size_t>(peer)];
-    if (!p.connected || p.failed || p.open_ops == 0) continue;
+  peers_to_visit_.clear();
+  peers_.for_each([&](int peer, const Peer& p) {
+    if (p.connected && !p.failed && p.open_ops > 0) peers_to_visit_.push_back(peer);
+  });
+  for (int peer : peers_to_visit_) {
+    Peer& p = peers_[peer];
+    if (p.failed) continue;  // failed by an earlier one's visit
     if (p.probe_outstanding) {
       // A live peer's QP acknowledges at once, whatever its process is doing. Hardware fails
       // an unacknowledged send after its retries; Soft-RoCE may never do so, hence this check.
@@ -406,11 +430,9 @@ void VerbsChannel::on_async_event() {
         break;
       case IBV_EVENT_PORT_ERR:
       case IBV_EVENT_DEVICE_FATAL:
-        for (int peer = 0; peer < size_; ++peer) {
-          if (peer != rank_) {
-            fail_peer(peer, Status(Code::peer_failed, device_->name() + ": " + what));
-          }
-        }
+        device_failure_ = Status(Code::peer_failed, device_->name() + ": " + what);
+        for (int peer : known_peers())
+          if (peer != rank_) fail_peer(peer, device_failure_);
         break;
       default:
         IBCOLL_LOG(debug, "async event: " << what);

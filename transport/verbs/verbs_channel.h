@@ -28,6 +28,7 @@
 #include "transport/channel.h"
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
+#include "transport/peer_map.h"
 #include "transport/verbs/completion_queue.h"
 #include "transport/verbs/connection_manager.h"
 #include "transport/verbs/credit_ledger.h"
@@ -69,6 +70,11 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   VerbsChannel(int rank, int size, const Options& options);
   ~VerbsChannel() override;
 
+  // One SRQ buffer or eager send slot under `options`, and all of them a channel registers:
+  // the same whatever the job's size.
+  static size_t slot_bytes(const Options& options);
+  static size_t buffer_bytes(const Options& options);
+
   // Exchange these through the bootstrap, then hand every rank's to set_peer_addresses().
   EndpointAddress local_address() const;
   void set_peer_addresses(std::vector<EndpointAddress> addresses);
@@ -80,8 +86,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel(uint64_t first, uint64_t last) override;
   const Status* peer_failure(int peer) const override {
-    const auto& p = peers_[static_cast<size_t>(peer)];
-    return p.failed ? &p.failure : nullptr;
+    const Peer* p = peers_.find(peer);
+    return p && p->failed ? &p->failure : nullptr;
   }
   void tell_peers_gone(uint32_t job_rank, Code code) override;
   int poll() override;
@@ -246,6 +252,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // `gone`: the peer stopped answering the transport itself (keepalives, retries), so its
   // process or node is likely dead: the observer hears of it.
   void fail_peer(int peer, const Status& status, bool gone = false);
+  // The peers with state, listed first: visiting one may fail it, or make state for another.
+  std::vector<int> known_peers() const;
+  // The peer's state for a new send or receive; failed already if the device is.
+  Peer& peer_for_new_operation(int peer);
   uint32_t new_id();
   Status completion_error(const ibv_wc& wc, int peer, const char* what) const;
 
@@ -270,7 +280,9 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   uint32_t cq_in_flight_ = 0;
   uint32_t unsignaled_ = 0;  // unsignaled sends holding send slots, over all peers
   CreditLedger credits_;
-  std::vector<Peer> peers_;
+  PeerMap<Peer> peers_;              // the peers dealt with, never every rank of the job
+  std::vector<int> peers_to_visit_;  // on_tick's list (a visit may fail a peer)
+  Status device_failure_;            // the port or device died: every peer, known or not
   // Every message has a record here while it is under way; the pool keeps the freed ones for
   // the next messages (a node per send from the heap was the message path's last allocation).
   std::pmr::unsynchronized_pool_resource message_records_;

@@ -30,7 +30,7 @@ void VerbsChannel::on_receive(const ibv_wc& wc) {
     return;
   }
   connector_->on_rc_message(peer);
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   p.last_heard = now_;
   ++counters_.messages_received;
   if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
@@ -65,7 +65,7 @@ void VerbsChannel::on_receive(const ibv_wc& wc) {
 // the ledger's pool (and on to peers waiting for one).
 void VerbsChannel::credit_came_home(int peer) {
   if (credits_.came_home(peer, now_)) {
-    ++peers_[static_cast<size_t>(peer)].credits_to_return;
+    ++peers_[peer].credits_to_return;
   } else {
     tell_credit_notices();
   }
@@ -77,7 +77,7 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
     IBCOLL_LOG(warn, "dropped a malformed message of " << size << " bytes from peer " << peer);
     return;
   }
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   p.send_credits += header->credits;
   if (is_credited(header->type)) credit_came_home(peer);
   const std::byte* body = bytes + kHeaderBytes;
@@ -196,14 +196,14 @@ void VerbsChannel::deliver_eager(int peer, PostedRecv& recv, const std::byte* pa
 // The first part of an eager message in parts takes a posted receive at once, as a whole
 // message would; the receive stays open (on the peer) until the last part is in.
 void VerbsChannel::start_assembly(int peer, uint64_t tag, size_t total) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   Assembly& a = p.assembly.emplace(Assembly{tag, total, 0, std::nullopt, {}});
   a.posted = matches_.take_posted({peer, tag});
   if (!a.posted) a.held.resize(total);
 }
 
 void VerbsChannel::add_part(int peer, const std::byte* part, size_t length) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   Assembly& a = *p.assembly;
   if (a.posted && a.received < a.posted->capacity) {
     std::memcpy(a.posted->buffer + a.received, part,
@@ -248,7 +248,7 @@ void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint64_t tag
   rendezvous_.emplace(
       id, RendezvousRecv{peer, tag, recv.buffer, length, offered, send_id, std::move(recv.done),
                          registration, refused, wire::Refusal::unregistrable, false, 0});
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   ++p.open_ops;
   p.outgoing.push_back({Outgoing::Step::rendezvous_reply, id});
   pump(peer);

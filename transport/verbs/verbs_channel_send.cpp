@@ -12,12 +12,12 @@
 namespace ibcoll::transport::verbs {
 
 bool VerbsChannel::has_room(int peer, uint32_t wrs) const {
-  const Peer& p = peers_[static_cast<size_t>(peer)];
-  return p.in_flight + wrs <= p.max_send_wr && cq_in_flight_ + wrs <= cq_budget_;
+  const Peer* p = peers_.find(peer);
+  return p && p->in_flight + wrs <= p->max_send_wr && cq_in_flight_ + wrs <= cq_budget_;
 }
 
 void VerbsChannel::pump(int peer) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   if (!p.connected || p.failed) return;
   if (p.announce) {
     if (!post_control(peer, wire::Type::ready)) return;
@@ -62,7 +62,7 @@ void VerbsChannel::pump(int peer) {
 }
 
 bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   if (p.send_credits == 0) {
     ++counters_.credit_stalls;
     return false;
@@ -111,7 +111,7 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
 // fails the peer, and with it whatever still waits on it.
 bool VerbsChannel::post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length,
                                    size_t& offset) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   if (p.send_credits == 0) {
     ++counters_.credit_stalls;
     return false;
@@ -136,7 +136,7 @@ bool VerbsChannel::post_eager_parts(int peer, Sends::iterator send) {
     if (!post_eager_part(peer, op.tag, op.data, op.length, op.sent)) return false;
   } while (op.sent < op.length);
   completions_.add(std::move(op.done), Status(), op.length);
-  --peers_[static_cast<size_t>(peer)].open_ops;
+  --peers_[peer].open_ops;
   sends_.erase(send);
   return true;
 }
@@ -149,7 +149,7 @@ bool VerbsChannel::post_eager_parts(int peer, Sends::iterator send) {
 // the write stays at the head of the peer's queue until its last batch is posted. True once it
 // is.
 bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   auto it = sends_.find(id);
   if (it == sends_.end() || !it->second.done) return true;  // ended, or withdrawn: no more
   SendOp& op = it->second;
@@ -228,7 +228,7 @@ bool VerbsChannel::should_signal(Peer& p, bool probe) {
 // Completions arrive in posting order per QP, so one completion for `work_id` means every
 // work request posted on that QP before it is done too.
 void VerbsChannel::retire_through(int peer, uint64_t work_id) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   auto found = std::find_if(p.unacked.begin(), p.unacked.end(),
                             [&](const Unacked& u) { return u.work_id == work_id; });
   if (found == p.unacked.end()) return;  // retired already (a later chunk of a flushed write)
@@ -253,7 +253,7 @@ bool VerbsChannel::post_control(int peer, wire::Type type, uint64_t length) {
 
 bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, const void* body,
                                 size_t body_size, const void* payload, size_t payload_size) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   if (free_slots_.empty() || !has_room(peer, 1)) {
     starved_ |= free_slots_.empty() || cq_in_flight_ >= cq_budget_;
     return false;

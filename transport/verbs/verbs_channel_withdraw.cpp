@@ -27,15 +27,13 @@ Status VerbsChannel::withdrawn(int peer, const char* who) {
 // (and erase) other operations of these maps, or answer a receive this loop is about to
 // withdraw.
 void VerbsChannel::withdraw_receives(uint64_t first, uint64_t last) {
-  matches_.remove_posted(first, last,
-                         [this](int peer) { --peers_[static_cast<size_t>(peer)].open_ops; });
-  for (Peer& p : peers_) {  // a receive filling up part by part: the rest of it is dropped
-    if (!p.assembly || !p.assembly->posted) continue;
-    if (!in_range(p.assembly->tag, first, last)) continue;
+  matches_.remove_posted(first, last, [this](int peer) { --peers_[peer].open_ops; });
+  peers_.for_each([&](int, Peer& p) {  // a receive filling up part by part: the rest is dropped
+    if (!p.assembly || !p.assembly->posted || !in_range(p.assembly->tag, first, last)) return;
     p.assembly->posted.reset();
     p.assembly->dropped = true;
     --p.open_ops;
-  }
+  });
   std::vector<int> touched;
   for (auto it = rendezvous_.begin(); it != rendezvous_.end();) {
     RendezvousRecv& r = it->second;
@@ -56,7 +54,7 @@ void VerbsChannel::withdraw_receives(uint64_t first, uint64_t last) {
       ++it;
       continue;
     }
-    Peer& p = peers_[static_cast<size_t>(r.peer)];
+    Peer& p = peers_[r.peer];
     p.notices.push_back({wire::Type::receive_withdrawn, r.tag, r.send_id});
     --p.open_ops;
     it = rendezvous_.erase(it);
@@ -75,7 +73,7 @@ void VerbsChannel::withdraw_sends(uint64_t first, uint64_t last) {
       continue;
     }
     op.done = {};
-    Peer& p = peers_[static_cast<size_t>(op.peer)];
+    Peer& p = peers_[op.peer];
     touched.push_back(op.peer);
     // The receiver learns that what it waits for will not come: the rest of the writes (their
     // later batches do not go), the writes themselves, or the rest of an eager message.
@@ -109,7 +107,7 @@ void VerbsChannel::withdraw_sends(uint64_t first, uint64_t last) {
 }
 
 void VerbsChannel::on_send_withdrawn(int peer, uint64_t tag, uint32_t send_id) {
-  Peer& p = peers_[static_cast<size_t>(peer)];
+  Peer& p = peers_[peer];
   const Status why = withdrawn(peer, "sender");
   if (send_id == 0) {  // an eager message cut between its parts
     if (!p.assembly || p.assembly->tag != tag) return;
@@ -154,7 +152,7 @@ void VerbsChannel::on_receive_withdrawn(int peer, uint32_t send_id) {
   // writes in flight is dropped once they are done (on_write_done).
   if (op.batches_in_flight > 0) return;
   if (op.registration) registrations_->release(op.registration);
-  --peers_[static_cast<size_t>(peer)].open_ops;
+  --peers_[peer].open_ops;
   sends_.erase(it);  // a queued write finds nothing to send
 }
 
