@@ -143,10 +143,7 @@ std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
   const CallSignature signature = signature_of(call.algorithm.collective, call.args);
   std::unique_ptr<CallCheck> checker;
   std::unique_ptr<CollectiveTask> task;
-  const bool self_checking =
-      call.algorithm.make_checked &&
-      call.args.count * type_size(call.args.type) <= call.algorithm.checked_max_bytes;
-  if (call.checked && !slots_ && self_checking) {  // the algorithm is its own check
+  if (call.checked && !slots_ && call.self_checking()) {  // the algorithm is its own check
     task = call.algorithm.make_checked(call.group, call.args, call.tag, signature);
   } else {
     if (call.checked) {

@@ -29,6 +29,11 @@ struct PreparedCall {
   Group task_group;   // the algorithm's: in ring order for a ring-ordered one
   int task_root;      // args.root in task_group
   bool runs_here() const { return algorithm.run_here && !checked; }
+  // Checked without slots, the algorithm is its own call check (Algorithm::make_checked).
+  bool self_checking() const {
+    return algorithm.make_checked &&
+           args.count * type_size(args.type) <= algorithm.checked_max_bytes;
+  }
 };
 
 struct Policy {

@@ -42,14 +42,6 @@ NodeLayout::NodeLayout(transport::Channel& channel, const topo::Hierarchy& hiera
   if (node_.size() < 2) node_slots_.reset();  // nobody to share them with
 }
 
-Subgroup NodeLayout::leaders_for_root(int root, int root_peer) const {
-  Subgroup group = leaders_;
-  const int root_node = hierarchy_.node_index(root);
-  group.peers[static_cast<size_t>(root_node)] = root_peer;
-  if (hierarchy_.node_index(rank_) == root_node) group.rank = rank_ == root ? root_node : -1;
-  return group;
-}
-
 std::unique_ptr<CollectiveTask> NodeLayout::flat_call(Collective collective, const Subgroup& group,
                                                       const CollectiveArgs& args, uint64_t base_tag,
                                                       int offset, bool may_use_slots) {

@@ -40,9 +40,6 @@ class NodeLayout {
   const Subgroup& rail() const { return rail_; }        // empty past the first rails()
   // Members the smallest node holds: the slices a rail allreduce splits a vector into.
   int rails() const { return rails_; }
-  // The leaders for a bcast from member `root` (channel peer `root_peer`): on root's node root
-  // itself, else the lowest.
-  Subgroup leaders_for_root(int root, int root_peer) const;
   // The communicator sequence numbers (tags) one hierarchical call takes: one per flat call
   // it runs at once or in turn, so none of them shares a tag.
   int sequences_per_call() const { return 2 + rails_; }

@@ -18,6 +18,7 @@
 #include "runtime/bootstrap/bootstrap_choice.h"
 #include "runtime/bootstrap/local_launch.h"
 #include "runtime/config.h"
+#include "runtime/connection_plan.h"
 #include "runtime/context.h"
 #include "topo/device_choice.h"
 #include "topo/topology.h"
@@ -116,16 +117,45 @@ void print_bootstrap() {
   }
 }
 
+// --plan NODES PPN: the connection plan of a virtual job (runtime/connection_plan.h).
+int print_plan(const char* nodes_text, const char* ranks_per_node_text) {
+  using namespace ibcoll;
+  auto count = [](const char* name, const char* text) {
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (end == text || *end != '\0' || value < 1 || value > (1 << 24)) {
+      throw Error(Code::invalid_argument,
+                  std::string(name) + ": '" + text + "' is not a count from 1 to 2^24");
+    }
+    return static_cast<int>(value);
+  };
+  try {
+    runtime::PlanRequest request;
+    request.nodes = count("NODES", nodes_text);
+    request.ranks_per_node = count("PPN", ranks_per_node_text);
+    request.config = runtime::Config::from_environment();
+    std::printf("%s", runtime::describe(runtime::plan_connections(request)).c_str());
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ibcoll_info --plan: %s\n", e.what());
+    return 2;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace ibcoll;
   const char* usage =
-      "usage: ibcoll_info\n"
+      "usage: ibcoll_info [--plan NODES PPN]\n"
       "Prints every IBCOLL_* variable (default, current value, meaning), the algorithm table\n"
       "with what the automatic choice picks by size, the topology with the RDMA device a rank\n"
       "bound to each core would use, and, when a verbs device is there, the device, port and\n"
-      "receive sharing the transport would use. It takes no options.\n";
+      "receive sharing the transport would use.\n"
+      "--plan NODES PPN: for a job of NODES nodes with PPN ranks each, the peers every default\n"
+      "algorithm connects a process to, its QPs with RC per peer, RC on demand and XRC, its\n"
+      "receive memory and the shared segment per node (no device needed).\n";
+  if (argc == 4 && std::string(argv[1]) == "--plan") return print_plan(argv[2], argv[3]);
   if (argc > 1) {
     const std::string arg = argv[1];
     const bool help = arg == "--help" || arg == "-h";

@@ -1,5 +1,8 @@
 #include "collectives/bcast/scatter_allgather.h"
 
+#include <algorithm>
+#include <bit>
+#include <limits>
 #include <vector>
 
 #include "collectives/partition.h"
@@ -7,11 +10,14 @@
 namespace ibcoll::collectives {
 namespace {
 
-constexpr uint32_t kScatterStep = 0, kRingStep = 1;
+constexpr uint32_t kScatterStep = 0, kChainStep = 1;
+constexpr size_t kNone = std::numeric_limits<size_t>::max();
 
-// Positions are relative to the root (root = 0). Piece q belongs to position q. At ring step t,
-// position q sends piece q - t to q + 1 and receives piece q - t - 1 from q - 1; the root only
-// sends, and the last position sends nothing to the root.
+// Positions are relative to the root (root = 0); piece q belongs to position q. In the binomial
+// scatter, position q > 0 gets pieces [q, q + lowest bit of q) from q minus that bit, and hands
+// each child q + m (m = its bit / 2, / 4, ..., 1) the pieces [q + m, q + 2m). Then at chain
+// step t, position q sends piece q - t to q + 1, unless q + 1 holds it from the scatter; the
+// last position sends nothing (to the root).
 class ScatterAllgather final : public CollectiveTask {
  public:
   using CollectiveTask::CollectiveTask;
@@ -22,40 +28,54 @@ class ScatterAllgather final : public CollectiveTask {
     position_ = (static_cast<size_t>(group_.rank) + n_ - static_cast<size_t>(args_.root)) % n_;
     if (n_ == 1 || args_.count == 0) return;
     if (position_ == 0) {
-      for (size_t q = 1; q < n_; ++q)
-        send_to(member(q), kScatterStep, at(piece(q)), bytes(piece(q)));
-      for (size_t t = 0; t + 1 < n_; ++t)
-        send_to(member(1), kRingStep, at(piece(n_ - t)), bytes(piece(n_ - t)));
-      pending_send_ = n_;  // the root sent everything up front
-      return;
+      scatter_to_children();
+    } else {
+      scatter_recv_ = recv_from(member(position_ - subtree_bit(position_)), kScatterStep,
+                                at(position_), span_bytes(position_, held_end(position_)));
     }
-    scatter_recv_ =
-        recv_from(member(0), kScatterStep, at(piece(position_)), bytes(piece(position_)));
-    for (size_t t = 0; t + 1 < n_; ++t) {
-      const size_t p = piece(position_ + n_ - t - 1);
-      ring_recvs_.push_back(recv_from(member(position_ - 1), kRingStep, at(p), bytes(p)));
+    // Chain step t brings piece position - 1 - t from the one before, unless we hold it.
+    chain_recv_.assign(n_ - 1, kNone);
+    for (size_t t = 0; position_ != 0 && t + 1 < n_; ++t) {
+      const size_t p = piece(position_ + n_ - 1 - t);
+      if (!holds(position_, p)) {
+        chain_recv_[t] = recv_from(member(position_ - 1), kChainStep, at(p), bytes(p));
+      }
     }
-    pending_send_ = position_ + 1 < n_ ? 0 : n_;  // the last position forwards nothing
   }
 
   State advance() override {
     if (failed()) return step_done() ? State::failed : State::running;
     if (n_ == 1 || args_.count == 0) return State::done;
-    // Ring step t sends piece position - t: our own piece first (once scattered to us), then
-    // each piece the step before delivered.
-    while (pending_send_ + 1 < n_) {
-      const bool ready =
-          pending_send_ == 0 ? completed(scatter_recv_) : completed(ring_recvs_[pending_send_ - 1]);
-      if (!ready) break;
-      const size_t p = piece(position_ + n_ - pending_send_);
-      send_to(member(position_ + 1), kRingStep, at(p), bytes(p));
-      ++pending_send_;
+    const bool scattered = position_ == 0 || completed(scatter_recv_);
+    if (scattered && !forwarded_) scatter_to_children();
+    // Chain step t sends piece position - t: held from the scatter, or brought by step t - 1.
+    while (scattered && position_ + 1 < n_ && next_send_ + 1 < n_) {
+      const size_t t = next_send_;
+      const size_t p = piece(position_ + n_ - t);
+      if (!holds(position_, p) && !completed(chain_recv_[t - 1])) break;
+      if (!holds(position_ + 1, p)) send_to(member(position_ + 1), kChainStep, at(p), bytes(p));
+      ++next_send_;
     }
-    return step_done() && (position_ == 0 || pending_send_ + 1 >= n_) ? State::done
-                                                                      : State::running;
+    const bool sent_all = position_ + 1 >= n_ || next_send_ + 1 >= n_;
+    return scattered && forwarded_ && sent_all && step_done() ? State::done : State::running;
   }
 
  private:
+  // The scatter subtree of position q > 0 spans its lowest set bit; the root's spans all.
+  static size_t subtree_bit(size_t q) { return q & (~q + 1); }
+  size_t held_end(size_t q) const { return q == 0 ? n_ : std::min(n_, q + subtree_bit(q)); }
+  bool holds(size_t q, size_t p) const { return p >= q && p < held_end(q); }
+
+  void scatter_to_children() {
+    forwarded_ = true;
+    const size_t top = position_ == 0 ? std::bit_ceil(n_) : subtree_bit(position_);
+    for (size_t m = top / 2; m >= 1; m /= 2) {
+      const size_t child = position_ + m;
+      if (child >= n_) continue;
+      send_to(member(child), kScatterStep, at(child), span_bytes(child, std::min(n_, child + m)));
+    }
+  }
+
   size_t piece(size_t q) const { return q % n_; }
   int member(size_t position) const {
     return static_cast<int>((position + static_cast<size_t>(args_.root)) % n_);
@@ -64,12 +84,18 @@ class ScatterAllgather final : public CollectiveTask {
     return data_ + part(args_.count, n_, q).begin * type_size(args_.type);
   }
   size_t bytes(size_t q) const { return part(args_.count, n_, q).count * type_size(args_.type); }
+  // Pieces [first, end) lie one after the other.
+  size_t span_bytes(size_t first, size_t end) const {
+    return (part(args_.count, n_, end - 1).end() - part(args_.count, n_, first).begin) *
+           type_size(args_.type);
+  }
 
   size_t n_ = 1, position_ = 0;
   std::byte* data_ = nullptr;
   size_t scatter_recv_ = 0;
-  std::vector<size_t> ring_recvs_;
-  size_t pending_send_ = 0;  // ring step whose send is next
+  bool forwarded_ = false;          // our scatter children have their pieces
+  std::vector<size_t> chain_recv_;  // by chain step: the message, or kNone if we held it
+  size_t next_send_ = 0;            // chain step whose send is next
 };
 
 }  // namespace

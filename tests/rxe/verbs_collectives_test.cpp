@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "collectives/registry.h"
+#include "runtime/connection_plan.h"
 #include "tests/support/collectives.h"
 
 namespace ibcoll::testing {
@@ -107,6 +108,54 @@ TEST(VerbsCollectives, HierarchicalAcrossPretendNodes) {
           options));
     }
   }
+}
+
+// The connection plan (ibcoll_info --plan) is what a run connects: on 3 pretend nodes of 2
+// ranks, each rank plans the job, makes the plan's calls with the default selection (allreduce,
+// and bcast from every root, at each size), and then has made exactly as many verbs connections
+// as the plan gives it remote peers.
+TEST(VerbsCollectives, ThePlanIsWhatARunConnects) {
+  constexpr int kNodes = 3, kPerNode = 2;
+  const std::vector<size_t> sizes = {8, 256, 8 << 10, 64 << 10, 512 << 10};
+  RankOptions options;
+  options.deadline = std::chrono::seconds(300);
+  expect_all_ok(run_ranks(
+      kNodes * kPerNode,
+      [&](int me, int) {
+        setenv("IBCOLL_NODE", ("pretend-node-" + std::to_string(me / kPerNode)).c_str(), 1);
+        runtime::PlanRequest request;
+        request.nodes = kNodes;
+        request.ranks_per_node = kPerNode;
+        request.sizes = sizes;
+        request.config = runtime::Config::from_environment();
+        const runtime::ConnectionPlan plan = runtime::plan_connections(request);
+        RANK_CHECK(plan.ranks_planned.at(static_cast<size_t>(me)) == me, "every rank planned");
+        const runtime::PeerCount mine = plan.peers_of_rank.at(static_cast<size_t>(me));
+
+        CapiRank r;
+        std::vector<float> in(sizes.back() / sizeof(float), 1.0f), out(in.size());
+        std::vector<uint8_t> data(sizes.back());
+        for (size_t bytes : sizes) {
+          RANK_CHECK(ibcoll_allreduce(in.data(), out.data(), bytes / sizeof(float), IBCOLL_FLOAT32,
+                                      IBCOLL_SUM, r.world()) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          RANK_CHECK(out[0] == static_cast<float>(r.size()), "allreduce result");
+          for (int root = 0; root < r.size(); ++root) {
+            RANK_CHECK(
+                ibcoll_bcast(data.data(), bytes, IBCOLL_UINT8, root, r.world()) == IBCOLL_SUCCESS,
+                ibcoll_last_error());
+          }
+        }
+        ibcoll_counters_t counters;
+        RANK_CHECK(ibcoll_get_counters(r.context(), &counters) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        RANK_CHECK(counters.verbs_connections == static_cast<uint64_t>(mine.remote),
+                   "rank " + std::to_string(me) + " made " +
+                       std::to_string(counters.verbs_connections) +
+                       " verbs connections, the plan says " + std::to_string(mine.remote));
+        return 0;
+      },
+      options));
 }
 
 // Forced rails on two pretend nodes of two: the node stage is the reduce-scatter through the

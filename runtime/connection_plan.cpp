@@ -1,0 +1,283 @@
+#include "runtime/connection_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "base/size_text.h"
+#include "transport/channel.h"
+#include "transport/shm/ring.h"
+#include "transport/shm/shm_channel.h"
+#include "transport/shm/slot_region.h"
+#ifdef IBCOLL_HAVE_VERBS
+#include "transport/verbs/connection_manager.h"
+#include "transport/verbs/verbs_channel.h"
+#endif
+
+namespace ibcoll::runtime {
+namespace {
+
+using collectives::Collective;
+
+// One rank's view of the virtual job: every send completes, every receive completes full (its
+// bytes are whatever the buffer held: the algorithms' steps do not depend on the data), and the
+// peers of both are recorded.
+class RecordingChannel final : public transport::Channel {
+ public:
+  RecordingChannel(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  size_t max_message_size() const override { return size_t{1} << 32; }  // as verbs
+  void send(int peer, uint64_t, const void* buffer, size_t length,
+            transport::Completion done) override {
+    check_send(peer, buffer, length, done);
+    peers_.insert(peer);
+    done_.emplace_back(std::move(done), length);
+  }
+  void recv(int peer, uint64_t, void* buffer, size_t capacity,
+            transport::Completion done) override {
+    check_recv(peer, buffer, capacity, done);
+    peers_.insert(peer);
+    done_.emplace_back(std::move(done), capacity);
+  }
+  int poll() override {
+    int events = 0;
+    while (!done_.empty()) {  // a completion may post more
+      auto [done, bytes] = std::move(done_.front());
+      done_.pop_front();
+      done(Status(), bytes);
+      ++events;
+    }
+    return events;
+  }
+  void cancel(uint64_t, uint64_t) override { done_.clear(); }
+  const Status* peer_failure(int) const override { return nullptr; }
+  void tell_peers_gone(uint32_t, Code) override {}
+
+  const std::set<int>& peers() const { return peers_; }
+  void forget_peers() { peers_.clear(); }
+
+ private:
+  int rank_, size_;
+  std::set<int> peers_;
+  std::deque<std::pair<transport::Completion, size_t>> done_;
+};
+
+void run_to_end(collectives::Operation& operation, RecordingChannel& channel) {
+  // The check of a call whose messages carried no real signatures ends in a mismatch: its
+  // messages were all exchanged by then, which is what is recorded here.
+  for (int idle = 0; operation.advance() == collectives::Operation::State::running;) {
+    idle = channel.poll() == 0 ? idle + 1 : 0;
+    if (idle > 1000) {
+      throw Error(Code::internal, "planning: the call stopped: " + operation.describe());
+    }
+  }
+}
+
+// The peers one rank talks to in a call, as a real call would: its call check, then its
+// algorithm (or the algorithm that is its own check).
+std::set<int> peers_of_call(collectives::Communicator& communicator, RecordingChannel& channel,
+                            Collective collective, size_t bytes, int root, float* send, float* recv,
+                            const char** algorithm) {
+  collectives::CollectiveArgs args;
+  args.send = send;
+  args.recv = recv;
+  args.root = root;
+  if (collective == Collective::allreduce) {
+    args.count = bytes / sizeof(float);
+    args.type = collectives::DataType::float32;
+  } else {
+    args.count = bytes;
+    args.type = collectives::DataType::uint8;
+  }
+  channel.forget_peers();
+  const collectives::PreparedCall call = communicator.prepare(collective, args);
+  *algorithm = call.algorithm.name;
+  run_to_end(*communicator.start(call), channel);
+  if (call.checked && !call.self_checking()) {
+    collectives::PreparedCall algorithm_alone = call;  // its check failed: run it unchecked
+    algorithm_alone.checked = false;
+    run_to_end(*communicator.start(algorithm_alone), channel);
+  }
+  return channel.peers();
+}
+
+PeerCount count_peers(const std::set<int>& peers, int rank, int ranks_per_node) {
+  PeerCount count;
+  std::set<int> nodes;
+  for (int peer : peers) {
+    if (peer / ranks_per_node == rank / ranks_per_node) {
+      ++count.local;
+    } else {
+      ++count.remote;
+      nodes.insert(peer / ranks_per_node);
+    }
+  }
+  count.remote_nodes = static_cast<int>(nodes.size());
+  return count;
+}
+
+void keep_most(PeerCount& most, const PeerCount& count) {
+  most.local = std::max(most.local, count.local);
+  most.remote = std::max(most.remote, count.remote);
+  most.remote_nodes = std::max(most.remote_nodes, count.remote_nodes);
+}
+
+// Ranks (or roots) to plan: all of a small job; else local indices 0, 1, the middle and the
+// last on the first, a middle and the last node.
+std::vector<int> sample(const PlanRequest& r) {
+  std::vector<int> out;
+  const int size = r.nodes * r.ranks_per_node;
+  if (size <= r.exhaustive_up_to) {
+    for (int rank = 0; rank < size; ++rank)
+      out.push_back(rank);
+    return out;
+  }
+  std::set<int> picked;
+  for (int node : {0, r.nodes / 2, r.nodes - 1})
+    for (int local : {0, 1, r.ranks_per_node / 2, r.ranks_per_node - 1})
+      if (local < r.ranks_per_node) picked.insert(node * r.ranks_per_node + local);
+  return {picked.begin(), picked.end()};
+}
+
+std::string mib(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+void fill_costs(const PlanRequest& request, ConnectionPlan& plan) {
+  const size_t ranks = size_t(request.nodes) * size_t(request.ranks_per_node);
+  plan.rc_qps_all_remote = ranks - size_t(request.ranks_per_node);
+  plan.rc_qps_on_demand = size_t(plan.most.remote);
+  plan.xrc_send_qps = size_t(plan.most.remote_nodes);
+  // Each process of another node reaching this one brings one INI QP, answered by one TGT:
+  // by symmetry of the algorithms, as many as this node's processes send INIs out.
+  plan.xrc_receive_qps = size_t(request.ranks_per_node) * plan.xrc_send_qps;
+  const auto local = static_cast<size_t>(request.ranks_per_node);
+  plan.shared_segment_bytes = transport::shm::ShmChannel::segment_bytes(request.ranks_per_node);
+  plan.shared_polled_bytes = local * local * 2 * 4096;
+  plan.slot_set_bytes = local * sizeof(transport::shm::SlotRegion::Slot);
+  plan.ring_bytes = transport::shm::Ring::kBytes;
+#ifdef IBCOLL_HAVE_VERBS
+  plan.receive_bytes = transport::verbs::VerbsChannel::buffer_bytes(request.config.verbs);
+  plan.address_bytes = ranks * sizeof(transport::verbs::EndpointAddress);
+#endif
+}
+
+}  // namespace
+
+ConnectionPlan plan_connections(const PlanRequest& request) {
+  if (request.nodes < 1) {
+    throw Error(Code::invalid_argument,
+                "nodes: must be at least 1, got " + std::to_string(request.nodes));
+  }
+  if (request.ranks_per_node < 1) {
+    throw Error(Code::invalid_argument, "ranks per node: must be at least 1, got " +
+                                            std::to_string(request.ranks_per_node));
+  }
+  if (int64_t{request.nodes} * request.ranks_per_node > (int64_t{1} << 24)) {
+    throw Error(Code::invalid_argument, "nodes × ranks per node: at most 2^24 ranks");
+  }
+  const int size = request.nodes * request.ranks_per_node;
+  std::vector<topo::MemberPlace> places(static_cast<size_t>(size));
+  for (int rank = 0; rank < size; ++rank)
+    places[static_cast<size_t>(rank)].node = rank / request.ranks_per_node;
+  const topo::Hierarchy hierarchy(places);
+  std::vector<int> members(static_cast<size_t>(size));
+  for (int rank = 0; rank < size; ++rank)
+    members[static_cast<size_t>(rank)] = rank;
+
+  ConnectionPlan plan;
+  plan.nodes = request.nodes;
+  plan.ranks_per_node = request.ranks_per_node;
+  plan.ranks_planned = sample(request);
+  plan.roots_planned = sample(request);
+  const size_t largest = *std::max_element(request.sizes.begin(), request.sizes.end());
+  // Left as they come: the calls' steps do not depend on the data, and pages never written
+  // cost nothing.
+  const std::unique_ptr<float[]> send(new float[largest / sizeof(float) + 1]);
+  const std::unique_ptr<float[]> recv(new float[largest / sizeof(float) + 1]);
+
+  std::vector<std::set<int>> all_calls(plan.ranks_planned.size());
+  for (Collective collective : {Collective::allreduce, Collective::bcast}) {
+    for (size_t bytes : request.sizes) {
+      CallPlan call{collective, bytes, "", {}};
+      for (size_t i = 0; i < plan.ranks_planned.size(); ++i) {
+        const int rank = plan.ranks_planned[i];
+        RecordingChannel channel(rank, size);
+        collectives::Communicator communicator(channel, members, rank, 1, request.config.policy,
+                                               std::nullopt, hierarchy, std::nullopt);
+        std::set<int> peers;
+        const std::vector<int> roots =
+            collective == Collective::bcast ? plan.roots_planned : std::vector<int>{0};
+        for (int root : roots) {
+          const std::set<int> of_root =
+              peers_of_call(communicator, channel, collective, bytes, root, send.get(), recv.get(),
+                            &call.algorithm);
+          peers.insert(of_root.begin(), of_root.end());
+        }
+        keep_most(call.most, count_peers(peers, rank, request.ranks_per_node));
+        all_calls[i].insert(peers.begin(), peers.end());
+      }
+      plan.calls.push_back(call);
+    }
+  }
+  for (size_t i = 0; i < plan.ranks_planned.size(); ++i) {
+    plan.peers_of_rank.push_back(
+        count_peers(all_calls[i], plan.ranks_planned[i], request.ranks_per_node));
+    keep_most(plan.most, plan.peers_of_rank.back());
+  }
+  fill_costs(request, plan);
+  return plan;
+}
+
+std::string describe(const ConnectionPlan& plan) {
+  const int size = plan.nodes * plan.ranks_per_node;
+  const int exhaustive = static_cast<int>(plan.ranks_planned.size()) == size;
+  std::ostringstream out;
+  out << "plan for " << plan.nodes << " nodes x " << plan.ranks_per_node << " ranks per node ("
+      << size << " ranks, placed node by node), "
+      << (exhaustive ? "every rank and every bcast root"
+                     : std::to_string(plan.ranks_planned.size()) +
+                           " ranks and bcast roots on the first, a middle and the last node")
+      << ":\n";
+  out << "  peers each call needs, the most of any rank planned:\n";
+  for (const CallPlan& c : plan.calls) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "    %-9s %9s  %-20s remote %5d on %5d nodes, local %4d\n",
+                  collectives::collective_name(c.collective), size_text(c.bytes).c_str(),
+                  c.algorithm, c.most.remote, c.most.remote_nodes, c.most.local);
+    out << line;
+  }
+  const int bound =
+      2 * static_cast<int>(std::ceil(std::log2(std::max(plan.nodes, 1)))) + plan.ranks_per_node;
+  out << "  all these calls together, per process: remote peers " << plan.most.remote << " (on "
+      << plan.most.remote_nodes << " nodes; 2 log2(nodes) + ranks per node = " << bound
+      << "), local peers " << plan.most.local << "\n";
+  out << "  send QPs per process:\n"
+      << "    RC, one per remote rank (wired up front): " << plan.rc_qps_all_remote << "\n"
+      << "    RC on demand, one per remote peer (ibcoll today): " << plan.rc_qps_on_demand << "\n"
+      << "    XRC, one INI per remote node talked to: " << plan.xrc_send_qps
+      << " (and per node about " << plan.xrc_receive_qps
+      << " TGT QPs, one for each INI that reaches it; XRC is not built yet)\n";
+  out << "  memory:\n"
+      << "    verbs buffers per process (SRQ and send slots, whatever the job's size): "
+      << mib(plan.receive_bytes) << "\n"
+      << "    peer addresses per process (the bootstrap exchange; grows with the job): "
+      << mib(plan.address_bytes) << "\n"
+      << "    shared segment per node (" << plan.ranks_per_node
+      << " local ranks): " << mib(plan.shared_segment_bytes)
+      << " of sparse file; pages exist where used: " << mib(plan.shared_polled_bytes)
+      << " that polls read (2 pages per ordered pair), " << mib(plan.slot_set_bytes)
+      << " per communicator holding a slot set, " << mib(plan.ring_bytes)
+      << " per pair that talks\n";
+  return out.str();
+}
+
+}  // namespace ibcoll::runtime

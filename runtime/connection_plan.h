@@ -1,0 +1,71 @@
+// ConnectionPlan: whom a process of a job connects to, and what that costs it, worked out for a
+// virtual job of `nodes` × `ranks_per_node` without devices (`ibcoll_info --plan`). It runs the
+// real algorithms, chosen by the real selection table and started as a real call starts them
+// (call check included), for one rank at a time over a channel that records the peers they
+// talk to and completes every message at once. The transport connects on demand, so these are
+// the connections a real run of the same calls makes.
+// Ranks are placed node by node (block placement); bcasts are planned from several roots.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "runtime/config.h"
+
+namespace ibcoll::runtime {
+
+struct PlanRequest {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  Config config;  // a real job's: its selection, call checks and verbs settings
+  // Bytes per rank of the calls planned, for allreduce (float32 sums) and bcast.
+  // The largest reaches the algorithm a rail of a 64-ranks-per-node job runs on 2 MiB.
+  std::vector<size_t> sizes = {8, 256, 8 << 10, 64 << 10, 512 << 10, 4 << 20, 32 << 20, 128 << 20};
+  // Plan every rank (and every bcast root for each) when the job has at most this many ranks;
+  // else a sample of ranks on the first, a middle and the last node, and roots on those nodes.
+  int exhaustive_up_to = 64;
+};
+
+struct PeerCount {
+  int local = 0;         // on the rank's node (shared memory)
+  int remote = 0;        // on other nodes (verbs)
+  int remote_nodes = 0;  // the other nodes those are on
+};
+
+struct CallPlan {
+  collectives::Collective collective;
+  size_t bytes;
+  const char* algorithm;
+  PeerCount most;  // the most any planned rank talks to in these calls (over the roots)
+};
+
+struct ConnectionPlan {
+  int nodes = 1, ranks_per_node = 1;
+  std::vector<int> ranks_planned;
+  std::vector<PeerCount> peers_of_rank;  // all calls together, by ranks_planned's order
+  std::vector<int> roots_planned;
+  std::vector<CallPlan> calls;
+  PeerCount most;  // all calls together, the most of any planned rank
+  // Per process.
+  size_t rc_qps_all_remote = 0;  // RC, a QP for every remote rank (wired up front)
+  size_t rc_qps_on_demand = 0;   // RC, a QP per remote peer talked to (what ibcoll does)
+  size_t xrc_send_qps = 0;       // XRC, one INI QP per remote node talked to
+  size_t xrc_receive_qps = 0;    // XRC TGT QPs, per node: one for each INI that reaches it
+  size_t receive_bytes = 0;      // SRQ buffers, send buffers, handshake datagrams
+  size_t address_bytes = 0;      // every rank's endpoint address (the bootstrap exchange)
+  // The node's shared segment: its sparse file, of which pages exist only where used: two per
+  // ordered pair of local ranks that every poll reads (a ring's counters, the answers), a slot
+  // set per communicator that holds one, a ring per pair that talks.
+  size_t shared_segment_bytes = 0;
+  size_t shared_polled_bytes = 0;
+  size_t slot_set_bytes = 0;
+  size_t ring_bytes = 0;
+};
+
+// Throws Error(invalid_argument) naming a bad request.
+ConnectionPlan plan_connections(const PlanRequest& request);
+std::string describe(const ConnectionPlan& plan);
+
+}  // namespace ibcoll::runtime
