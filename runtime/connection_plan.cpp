@@ -145,9 +145,13 @@ std::vector<int> sample(const PlanRequest& r) {
   return {picked.begin(), picked.end()};
 }
 
-std::string mib(size_t bytes) {
+std::string memory_text(size_t bytes) {
   char text[32];
-  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  if (bytes < (1 << 20)) {
+    std::snprintf(text, sizeof(text), "%.1f KiB", static_cast<double>(bytes) / (1 << 10));
+  } else {
+    std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  }
   return text;
 }
 
@@ -161,7 +165,7 @@ void fill_costs(const PlanRequest& request, ConnectionPlan& plan) {
   plan.xrc_receive_qps = size_t(request.ranks_per_node) * plan.xrc_send_qps;
   const auto local = static_cast<size_t>(request.ranks_per_node);
   plan.shared_segment_bytes = transport::shm::ShmChannel::segment_bytes(request.ranks_per_node);
-  plan.shared_polled_bytes = local * local * 2 * 4096;
+  plan.shared_polled_bytes = transport::shm::ShmChannel::polled_bytes(request.ranks_per_node);
   plan.slot_set_bytes = local * sizeof(transport::shm::SlotRegion::Slot);
   plan.ring_bytes = transport::shm::Ring::kBytes;
 #ifdef IBCOLL_HAVE_VERBS
@@ -247,7 +251,8 @@ std::string describe(const ConnectionPlan& plan) {
                      : std::to_string(plan.ranks_planned.size()) +
                            " ranks and bcast roots on the first, a middle and the last node")
       << ":\n";
-  out << "  peers each call needs, the most of any rank planned:\n";
+  out << "  peers each call needs, the most of any rank planned (local: node stages by "
+         "messages, as without a slot region):\n";
   for (const CallPlan& c : plan.calls) {
     char line[160];
     std::snprintf(line, sizeof(line), "    %-9s %9s  %-20s remote %5d on %5d nodes, local %4d\n",
@@ -268,14 +273,14 @@ std::string describe(const ConnectionPlan& plan) {
       << " TGT QPs, one for each INI that reaches it; XRC is not built yet)\n";
   out << "  memory:\n"
       << "    verbs buffers per process (SRQ and send slots, whatever the job's size): "
-      << mib(plan.receive_bytes) << "\n"
+      << memory_text(plan.receive_bytes) << "\n"
       << "    peer addresses per process (the bootstrap exchange; grows with the job): "
-      << mib(plan.address_bytes) << "\n"
+      << memory_text(plan.address_bytes) << "\n"
       << "    shared segment per node (" << plan.ranks_per_node
-      << " local ranks): " << mib(plan.shared_segment_bytes)
-      << " of sparse file; pages exist where used: " << mib(plan.shared_polled_bytes)
-      << " that polls read (2 pages per ordered pair), " << mib(plan.slot_set_bytes)
-      << " per communicator holding a slot set, " << mib(plan.ring_bytes)
+      << " local ranks): " << memory_text(plan.shared_segment_bytes)
+      << " of sparse file; pages exist where used: " << memory_text(plan.shared_polled_bytes)
+      << " that idle polls read (a bitmap per rank), " << memory_text(plan.slot_set_bytes)
+      << " per communicator holding a slot set, " << memory_text(plan.ring_bytes)
       << " per pair that talks\n";
   return out.str();
 }

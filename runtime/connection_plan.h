@@ -4,7 +4,9 @@
 // (call check included), for one rank at a time over a channel that records the peers they
 // talk to and completes every message at once. The transport connects on demand, so these are
 // the connections a real run of the same calls makes.
-// Ranks are placed node by node (block placement); bcasts are planned from several roots.
+// Ranks are placed node by node (block placement); bcasts are planned from several roots. The
+// node's stages go by messages, as on a node without a slot region: local peers are those of
+// such a run (with slots, the node stages need no ring); remote peers are the same either way.
 #pragma once
 
 #include <cstddef>
@@ -55,9 +57,9 @@ struct ConnectionPlan {
   size_t xrc_receive_qps = 0;    // XRC TGT QPs, per node: one for each INI that reaches it
   size_t receive_bytes = 0;      // SRQ buffers, send buffers, handshake datagrams
   size_t address_bytes = 0;      // every rank's endpoint address (the bootstrap exchange)
-  // The node's shared segment: its sparse file, of which pages exist only where used: two per
-  // ordered pair of local ranks that every poll reads (a ring's counters, the answers), a slot
-  // set per communicator that holds one, a ring per pair that talks.
+  // The node's shared segment: its sparse file, of which pages exist only where used: the
+  // bitmaps that idle polls read, a slot set per communicator that holds one, a ring per pair
+  // that talks.
   size_t shared_segment_bytes = 0;
   size_t shared_polled_bytes = 0;
   size_t slot_set_bytes = 0;

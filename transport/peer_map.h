@@ -12,9 +12,13 @@ namespace ibcoll::transport {
 template <typename T>
 class PeerMap {
  public:
+  PeerMap() = default;
+  PeerMap(const PeerMap&) = delete;  // the remembered entry would point into the other map
+  PeerMap& operator=(const PeerMap&) = delete;
+
   // The peer's entry, made (value-initialised) if it has none.
   T& operator[](int peer) {
-    if (peer == last_peer_) return *last_;
+    if (peer == last_peer_ && last_) return *last_;
     T& entry = entries_[peer];
     last_peer_ = peer;
     last_ = &entry;
@@ -29,8 +33,8 @@ class PeerMap {
   const T* find(int peer) const { return const_cast<PeerMap*>(this)->find(peer); }
   size_t size() const { return entries_.size(); }
 
-  // Calls visit(peer, entry) for each entry, in no particular order. `visit` may look peers up
-  // (and so make entries) only through find().
+  // Calls visit(peer, entry) for each entry, in no particular order. `visit` must not make
+  // entries (operator[]): a new one may rehash the map under the walk. find() is safe.
   template <typename Visit>
   void for_each(Visit visit) {
     for (auto& [peer, entry] : entries_)

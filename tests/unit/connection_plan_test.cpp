@@ -20,6 +20,18 @@ ConnectionPlan plan(int nodes, int ranks_per_node, int exhaustive_up_to = 64) {
   return plan_connections(request);
 }
 
+// One size per kind of algorithm across nodes (the flat checked one, hierarchical, rails over a
+// binomial bcast, rails over scatter_allgather): for the plans of every rank and root, which
+// the sanitizer build runs too.
+ConnectionPlan plan_every_kind(int nodes, int ranks_per_node, int exhaustive_up_to) {
+  PlanRequest request;
+  request.nodes = nodes;
+  request.ranks_per_node = ranks_per_node;
+  request.exhaustive_up_to = exhaustive_up_to;
+  request.sizes = {8, 64 << 10, 512 << 10, 8 << 20};
+  return plan_connections(request);
+}
+
 const CallPlan& call(const ConnectionPlan& p, Collective collective, size_t bytes) {
   for (const CallPlan& c : p.calls)
     if (c.collective == collective && c.bytes == bytes) return c;
@@ -53,7 +65,7 @@ TEST(ConnectionPlan, SmallCallsAreRecursiveDoublingOverTheWholeJob) {
 TEST(ConnectionPlan, EveryRankOfOddShapesStaysWithinTheBound) {
   for (auto [nodes, per_node] : {std::pair{3, 3}, {5, 2}, {16, 4}, {7, 1}}) {
     SCOPED_TRACE(std::to_string(nodes) + " x " + std::to_string(per_node));
-    const ConnectionPlan p = plan(nodes, per_node);
+    const ConnectionPlan p = plan_every_kind(nodes, per_node, nodes * per_node);
     EXPECT_EQ(p.ranks_planned.size(), static_cast<size_t>(nodes * per_node));
     EXPECT_LE(p.most.remote, bound(nodes, per_node));
     EXPECT_LE(p.most.remote_nodes, nodes - 1);
@@ -83,8 +95,8 @@ TEST(ConnectionPlan, AtOneThousandNodesOfSixtyFourRanks) {
 // The sample of a large job finds the most any rank needs: at 16 nodes of 8, every rank
 // planned and 12 sampled agree.
 TEST(ConnectionPlan, TheSampleFindsTheMostOfEveryRank) {
-  const ConnectionPlan all = plan(16, 8, 128);
-  const ConnectionPlan sampled = plan(16, 8, 1);
+  const ConnectionPlan all = plan_every_kind(16, 8, 128);
+  const ConnectionPlan sampled = plan_every_kind(16, 8, 1);
   EXPECT_EQ(all.ranks_planned.size(), 128u);
   EXPECT_EQ(sampled.ranks_planned.size(), 12u);
   EXPECT_EQ(sampled.most.remote, all.most.remote);

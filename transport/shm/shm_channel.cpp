@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -22,19 +24,34 @@ constexpr uint32_t kPollsPerClockRead = 64;
 size_t pairs(int size) {
   return static_cast<size_t>(size) * static_cast<size_t>(size);
 }
-// After the rings: the answer tables; then (page aligned) the slot region.
+// After the rings: the answer tables, then each rank's bitmap of the ranks that have sent it
+// something (a whole number of cache lines each); then (page aligned) the slot region.
 size_t rings_end(int size) {
   return kControlBytes + pairs(size) * Ring::kBytes;
 }
+size_t senders_offset(int size) {
+  return rings_end(size) + pairs(size) * Answers::kBytes;
+}
+size_t sender_words(int size) {
+  return (static_cast<size_t>(size) + 63) / 64;
+}
+size_t senders_stride(int size) {
+  return (sender_words(size) * sizeof(uint64_t) + 63) / 64 * 64;
+}
 size_t slots_offset(int size) {
-  const size_t answers_end = rings_end(size) + pairs(size) * Answers::kBytes;
-  return (answers_end + 4095) / 4096 * 4096;
+  const size_t senders_end =
+      senders_offset(size) + static_cast<size_t>(size) * senders_stride(size);
+  return (senders_end + 4095) / 4096 * 4096;
 }
 
 }  // namespace
 
 size_t ShmChannel::segment_bytes(int size) {
   return slots_offset(size) + SlotRegion::bytes(size);
+}
+
+size_t ShmChannel::polled_bytes(int size) {
+  return static_cast<size_t>(size) * senders_stride(size);
 }
 
 size_t ShmChannel::ring_offset(int from, int to, int size) {
@@ -74,7 +91,35 @@ ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions opt
     peers_.emplace_back(ring(rank, peer), ring(peer, rank), answers(rank, peer),
                         answers(peer, rank));
   }
+  seen_senders_.assign(sender_words(size), 0);
   pids()[rank] = getpid();
+}
+
+std::atomic_ref<uint64_t> ShmChannel::sender_word(int receiver, int sender) const {
+  std::byte* bitmap = segment_.data() + senders_offset(size_) +
+                      static_cast<size_t>(receiver) * senders_stride(size_);
+  return std::atomic_ref<uint64_t>(
+      reinterpret_cast<uint64_t*>(bitmap)[static_cast<size_t>(sender) / 64]);
+}
+
+void ShmChannel::poll_peer(int peer) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.polled || peer == rank_) return;
+  p.polled = true;
+  polled_.push_back(peer);
+}
+
+// New bits in our bitmap: ranks that have begun to send to us.
+void ShmChannel::find_new_senders() {
+  for (size_t word = 0; word < seen_senders_.size(); ++word) {
+    const uint64_t now =
+        sender_word(rank_, static_cast<int>(word * 64)).load(std::memory_order_acquire);
+    uint64_t fresh = now & ~seen_senders_[word];
+    if (fresh == 0) continue;
+    seen_senders_[word] = now;
+    for (; fresh != 0; fresh &= fresh - 1)
+      poll_peer(static_cast<int>(word * 64) + std::countr_zero(fresh));
+  }
 }
 
 void ShmChannel::send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) {
@@ -172,10 +217,14 @@ Status ShmChannel::withdrawn(int peer) const {
                                        "ended)");
 }
 
+// Only the peers this rank sends to or hears from: an idle poll reads its bitmap (a word per 64
+// local ranks) and the rings in use, not a ring per local rank.
 int ShmChannel::poll() {
   int events = 0;
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer == rank_ || peers_[static_cast<size_t>(peer)].failed) continue;
+  find_new_senders();
+  for (size_t i = 0; i < polled_.size(); ++i) {  // by index: a completion may add a peer
+    const int peer = polled_[i];
+    if (peers_[static_cast<size_t>(peer)].failed) continue;
     events += drain(peer);
     events += collect_answers(peer);
     events += fill(peer);
@@ -203,6 +252,12 @@ int ShmChannel::drain(int peer) {
 
 int ShmChannel::fill(int peer) {
   Peer& p = peers_[static_cast<size_t>(peer)];
+  if (!p.outgoing.empty() && !p.announced) {
+    // Before the first fragment: the peer starts polling our ring once it sees our bit.
+    p.announced = true;
+    sender_word(peer, rank_).fetch_or(uint64_t{1} << (rank_ % 64), std::memory_order_release);
+    poll_peer(peer);  // for its answers, and the rest of what we queue
+  }
   int fragments = 0;
   while (!p.outgoing.empty()) {
     std::byte* slot = p.to.slot_to_fill();

@@ -11,6 +11,11 @@
 // Yama), it answers "refused" and the sender copies that message, and every later one, through
 // the ring.
 //
+// A poll visits only the peers this rank sends to or hears from: before its first fragment to a
+// peer, a rank sets its bit in that peer's bitmap of senders, which every poll reads (a word per
+// 64 local ranks: one cache line up to 512). With a ring per ordered pair, polling every ring read
+// a page per local rank on each poll, and kept L² pages of the segment in memory.
+//
 // A peer whose process has exited (checked while something waits on it) fails every operation
 // with it.
 //
@@ -22,6 +27,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -45,8 +51,9 @@ namespace ibcoll::transport::shm {
 
 class ShmChannel final : public Channel {
  public:
-  // Bytes of the segment for `size` local ranks.
+  // Bytes of the segment for `size` local ranks, and of it what the ranks' idle polls read.
   static size_t segment_bytes(int size);
+  static size_t polled_bytes(int size);
   // Where the ring from local rank `from` to `to` lies in such a segment.
   static size_t ring_offset(int from, int to, int size);
 
@@ -134,12 +141,18 @@ class ShmChannel final : public Channel {
     std::unordered_map<uint64_t, SendOp> awaiting_answer;    // rendezvous sent, by id
     std::unordered_map<uint64_t, PostedRecv> awaiting_copy;  // rendezvous refused, by id
     size_t waiting = 0;                                      // posted receives for this peer
+    bool announced = false;  // our bit is set in the peer's bitmap of senders
+    bool polled = false;     // in polled_
     bool failed = false;
     Status failure;
   };
 
   int drain(int peer);
   int fill(int peer);
+  // The word of `receiver`'s bitmap of senders that holds `sender`'s bit.
+  std::atomic_ref<uint64_t> sender_word(int receiver, int sender) const;
+  void poll_peer(int peer);
+  void find_new_senders();
   // False when the front op is a rendezvous that must wait for a free Answers entry.
   bool publish(Peer& p, std::byte* slot, SendOp& op);
   int collect_answers(int peer);
@@ -167,6 +180,8 @@ class ShmChannel final : public Channel {
   std::string single_copy_origin_;  // why options_.single_copy is what it is
   SlotRegion slots_;
   std::vector<Peer> peers_;
+  std::vector<int> polled_;             // the peers poll() visits
+  std::vector<uint64_t> seen_senders_;  // our bitmap of senders as last read
   MatchTable<PostedRecv, Arrival> matches_;
   DeferredCompletions completions_;
   uint32_t polls_since_check_ = 0;

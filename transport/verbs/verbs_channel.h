@@ -86,8 +86,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel(uint64_t first, uint64_t last) override;
   const Status* peer_failure(int peer) const override {
-    const Peer* p = peers_.find(peer);
-    return p && p->failed ? &p->failure : nullptr;
+    if (const Peer* p = peers_.find(peer)) return p->failed ? &p->failure : nullptr;
+    return device_failure_.ok() || peer == rank_ ? nullptr : &device_failure_;
   }
   void tell_peers_gone(uint32_t job_rank, Code code) override;
   int poll() override;
