@@ -201,40 +201,36 @@ ConnectionPlan plan_connections(const PlanRequest& request) {
   plan.nodes = request.nodes;
   plan.ranks_per_node = request.ranks_per_node;
   plan.ranks_planned = sample(request);
-  plan.roots_planned = sample(request);
+  plan.roots_planned = plan.ranks_planned;
   const size_t largest = *std::max_element(request.sizes.begin(), request.sizes.end());
   // Left as they come: the calls' steps do not depend on the data, and pages never written
   // cost nothing.
   const std::unique_ptr<float[]> send(new float[largest / sizeof(float) + 1]);
   const std::unique_ptr<float[]> recv(new float[largest / sizeof(float) + 1]);
 
-  std::vector<std::set<int>> all_calls(plan.ranks_planned.size());
-  for (Collective collective : {Collective::allreduce, Collective::bcast}) {
-    for (size_t bytes : request.sizes) {
-      CallPlan call{collective, bytes, "", {}};
-      for (size_t i = 0; i < plan.ranks_planned.size(); ++i) {
-        const int rank = plan.ranks_planned[i];
-        RecordingChannel channel(rank, size);
-        collectives::Communicator communicator(channel, members, rank, 1, request.config.policy,
-                                               std::nullopt, hierarchy, std::nullopt);
-        std::set<int> peers;
-        const std::vector<int> roots =
-            collective == Collective::bcast ? plan.roots_planned : std::vector<int>{0};
-        for (int root : roots) {
-          const std::set<int> of_root =
-              peers_of_call(communicator, channel, collective, bytes, root, send.get(), recv.get(),
-                            &call.algorithm);
-          peers.insert(of_root.begin(), of_root.end());
-        }
-        keep_most(call.most, count_peers(peers, rank, request.ranks_per_node));
-        all_calls[i].insert(peers.begin(), peers.end());
+  for (Collective collective : {Collective::allreduce, Collective::bcast})
+    for (size_t bytes : request.sizes)
+      plan.calls.push_back({collective, bytes, "", {}});
+  for (int rank : plan.ranks_planned) {
+    // One communicator per rank planned, for all its calls (building one is O(job size)).
+    RecordingChannel channel(rank, size);
+    collectives::Communicator communicator(channel, members, rank, 1, request.config.policy,
+                                           std::nullopt, hierarchy, std::nullopt);
+    std::set<int> all_calls;
+    for (CallPlan& call : plan.calls) {
+      const std::vector<int> roots =
+          call.collective == Collective::bcast ? plan.roots_planned : std::vector<int>{0};
+      std::set<int> peers;
+      for (int root : roots) {
+        const std::set<int> of_root =
+            peers_of_call(communicator, channel, call.collective, call.bytes, root, send.get(),
+                          recv.get(), &call.algorithm);
+        peers.insert(of_root.begin(), of_root.end());
       }
-      plan.calls.push_back(call);
+      keep_most(call.most, count_peers(peers, rank, request.ranks_per_node));
+      all_calls.insert(peers.begin(), peers.end());
     }
-  }
-  for (size_t i = 0; i < plan.ranks_planned.size(); ++i) {
-    plan.peers_of_rank.push_back(
-        count_peers(all_calls[i], plan.ranks_planned[i], request.ranks_per_node));
+    plan.peers_of_rank.push_back(count_peers(all_calls, rank, request.ranks_per_node));
     keep_most(plan.most, plan.peers_of_rank.back());
   }
   fill_costs(request, plan);
@@ -243,7 +239,7 @@ ConnectionPlan plan_connections(const PlanRequest& request) {
 
 std::string describe(const ConnectionPlan& plan) {
   const int size = plan.nodes * plan.ranks_per_node;
-  const int exhaustive = static_cast<int>(plan.ranks_planned.size()) == size;
+  const bool exhaustive = static_cast<int>(plan.ranks_planned.size()) == size;
   std::ostringstream out;
   out << "plan for " << plan.nodes << " nodes x " << plan.ranks_per_node << " ranks per node ("
       << size << " ranks, placed node by node), "
