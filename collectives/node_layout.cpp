@@ -27,7 +27,6 @@ NodeLayout::NodeLayout(transport::Channel& channel, const topo::Hierarchy& hiera
                        const NodeTuning& tuning)
     : channel_(channel),
       hierarchy_(hierarchy),
-      rank_(rank),
       node_slots_(std::move(node_slots)),
       tuning_(tuning) {
   const auto& nodes = hierarchy_.nodes();

@@ -70,7 +70,6 @@ class NodeLayout {
  private:
   transport::Channel& channel_;
   topo::Hierarchy hierarchy_;
-  int rank_;
   Subgroup node_, leaders_, rail_;
   int rails_ = 1;
   std::optional<SlotGroup> node_slots_;
