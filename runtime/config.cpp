@@ -60,6 +60,9 @@ const Variable kVariables[] = {
     {"IBCOLL_XRC_DIR", "",
      "private directory (0700) of the per-job XRC domain files; empty: /tmp/ibcoll-UID"},
     {"IBCOLL_CM", "ud", "connection set-up: ud (handshake over a UD QP)|rdmacm"},
+    {"IBCOLL_CONNECT", "planned",
+     "when verbs connections are made: planned (at start-up, to the peers the connection plan "
+     "gives the world's calls; any other on first use)|on_demand (each on first use)"},
     {"IBCOLL_EAGER_LIMIT", "64K", "largest message sent by copy; larger ones by RDMA write"},
     {"IBCOLL_EAGER_BUFFER", "8K",
      "bytes of each registered send and receive buffer; longer copies go in parts"},
@@ -300,6 +303,12 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
     throw Error(Code::invalid_argument, "IBCOLL_XRC_DIR: '" + c.xrc_dir + "' is not absolute");
   }
   v.connect = transport::verbs::parse_connect_mode(get("IBCOLL_CM"));
+  const std::string when = get("IBCOLL_CONNECT");
+  if (when != "planned" && when != "on_demand") {
+    throw Error(Code::invalid_argument,
+                "IBCOLL_CONNECT: '" + when + "' is not planned or on_demand");
+  }
+  c.connect_planned = when == "planned";
   v.eager_limit = parse_size("IBCOLL_EAGER_LIMIT", get("IBCOLL_EAGER_LIMIT"));
   if (v.eager_limit > transport::wire::kMaxEagerBytes) {
     throw Error(Code::invalid_argument, "IBCOLL_EAGER_LIMIT: at most 1M");

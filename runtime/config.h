@@ -53,6 +53,8 @@ struct Config {
 #ifdef IBCOLL_HAVE_VERBS
   transport::verbs::Options verbs;
   std::string xrc_dir;  // where the per-job XRC domain files go
+  // Connect at start-up to the remote peers the connection plan gives this rank (IBCOLL_CONNECT).
+  bool connect_planned = true;
 #endif
 
   // `lookup` returns the value of a variable or null when unset (getenv by default).

@@ -81,9 +81,9 @@ void run_to_end(collectives::Operation& operation, RecordingChannel& channel) {
 
 // The peers one rank talks to in a call, as a real call would: its call check, then its
 // algorithm (or the algorithm that is its own check).
-std::set<int> peers_of_call(collectives::Communicator& communicator, RecordingChannel& channel,
-                            Collective collective, size_t bytes, int root, float* send, float* recv,
-                            const char** algorithm) {
+std::set<int> peers_of(collectives::Communicator& communicator, RecordingChannel& channel,
+                       Collective collective, size_t bytes, int root, float* send, float* recv,
+                       const char** algorithm) {
   collectives::CollectiveArgs args;
   args.send = send;
   args.recv = recv;
@@ -107,15 +107,15 @@ std::set<int> peers_of_call(collectives::Communicator& communicator, RecordingCh
   return channel.peers();
 }
 
-PeerCount count_peers(const std::set<int>& peers, int rank, int ranks_per_node) {
+PeerCount count_peers(const std::set<int>& peers, int rank, const topo::Hierarchy& hierarchy) {
   PeerCount count;
   std::set<int> nodes;
   for (int peer : peers) {
-    if (peer / ranks_per_node == rank / ranks_per_node) {
+    if (hierarchy.node_index(peer) == hierarchy.node_index(rank)) {
       ++count.local;
     } else {
       ++count.remote;
-      nodes.insert(peer / ranks_per_node);
+      nodes.insert(hierarchy.node_index(peer));
     }
   }
   count.remote_nodes = static_cast<int>(nodes.size());
@@ -130,19 +130,62 @@ void keep_most(PeerCount& most, const PeerCount& count) {
 
 // Ranks (or roots) to plan: all of a small job; else local indices 0, 1, the middle and the
 // last on the first, a middle and the last node.
-std::vector<int> sample(const PlanRequest& r) {
+std::vector<int> sample(const topo::Hierarchy& hierarchy, int exhaustive_up_to) {
   std::vector<int> out;
-  const int size = r.nodes * r.ranks_per_node;
-  if (size <= r.exhaustive_up_to) {
-    for (int rank = 0; rank < size; ++rank)
+  if (hierarchy.size() <= exhaustive_up_to) {
+    for (int rank = 0; rank < hierarchy.size(); ++rank)
       out.push_back(rank);
     return out;
   }
+  const auto& nodes = hierarchy.nodes();
   std::set<int> picked;
-  for (int node : {0, r.nodes / 2, r.nodes - 1})
-    for (int local : {0, 1, r.ranks_per_node / 2, r.ranks_per_node - 1})
-      if (local < r.ranks_per_node) picked.insert(node * r.ranks_per_node + local);
+  for (size_t node : {size_t{0}, nodes.size() / 2, nodes.size() - 1}) {
+    const std::vector<int>& members = nodes[node];
+    for (size_t local : {size_t{0}, size_t{1}, members.size() / 2, members.size() - 1})
+      if (local < members.size()) picked.insert(members[local]);
+  }
   return {picked.begin(), picked.end()};
+}
+
+std::vector<CallPlan> calls_of(const std::vector<size_t>& sizes) {
+  std::vector<CallPlan> calls;
+  for (Collective collective : {Collective::allreduce, Collective::bcast})
+    for (size_t bytes : sizes)
+      calls.push_back({collective, bytes, "", {}});
+  return calls;
+}
+
+// The peers `rank` talks to in each of `calls` (a bcast from each of `roots`), each run as a
+// real call runs; each call's algorithm is noted in it.
+std::vector<std::set<int>> peers_in_calls(int rank, const topo::Hierarchy& hierarchy,
+                                          const collectives::Policy& policy,
+                                          std::vector<CallPlan>& calls,
+                                          const std::vector<int>& roots) {
+  size_t largest = 0;
+  for (const CallPlan& call : calls)
+    largest = std::max(largest, call.bytes);
+  // Left as they come: the calls' steps do not depend on the data, and pages never written
+  // cost nothing.
+  const std::unique_ptr<float[]> send(new float[largest / sizeof(float) + 1]);
+  const std::unique_ptr<float[]> recv(new float[largest / sizeof(float) + 1]);
+  std::vector<int> members(static_cast<size_t>(hierarchy.size()));
+  for (int member = 0; member < hierarchy.size(); ++member)
+    members[static_cast<size_t>(member)] = member;
+  // One communicator for all the calls (building one is O(job size)).
+  RecordingChannel channel(rank, hierarchy.size());
+  collectives::Communicator communicator(channel, std::move(members), rank, 1, policy, std::nullopt,
+                                         hierarchy, std::nullopt);
+  std::vector<std::set<int>> peers_of_call;
+  for (CallPlan& call : calls) {
+    std::set<int> peers;
+    for (int root : call.collective == Collective::bcast ? roots : std::vector<int>{0}) {
+      const std::set<int> of_root = peers_of(communicator, channel, call.collective, call.bytes,
+                                             root, send.get(), recv.get(), &call.algorithm);
+      peers.insert(of_root.begin(), of_root.end());
+    }
+    peers_of_call.push_back(std::move(peers));
+  }
+  return peers_of_call;
 }
 
 std::string memory_text(size_t bytes) {
@@ -193,48 +236,37 @@ ConnectionPlan plan_connections(const PlanRequest& request) {
   for (int rank = 0; rank < size; ++rank)
     places[static_cast<size_t>(rank)].node = rank / request.ranks_per_node;
   const topo::Hierarchy hierarchy(places);
-  std::vector<int> members(static_cast<size_t>(size));
-  for (int rank = 0; rank < size; ++rank)
-    members[static_cast<size_t>(rank)] = rank;
 
   ConnectionPlan plan;
   plan.nodes = request.nodes;
   plan.ranks_per_node = request.ranks_per_node;
-  plan.ranks_planned = sample(request);
+  plan.ranks_planned = sample(hierarchy, request.exhaustive_up_to);
   plan.roots_planned = plan.ranks_planned;
-  const size_t largest = *std::max_element(request.sizes.begin(), request.sizes.end());
-  // Left as they come: the calls' steps do not depend on the data, and pages never written
-  // cost nothing.
-  const std::unique_ptr<float[]> send(new float[largest / sizeof(float) + 1]);
-  const std::unique_ptr<float[]> recv(new float[largest / sizeof(float) + 1]);
-
-  for (Collective collective : {Collective::allreduce, Collective::bcast})
-    for (size_t bytes : request.sizes)
-      plan.calls.push_back({collective, bytes, "", {}});
+  plan.calls = calls_of(request.sizes);
   for (int rank : plan.ranks_planned) {
-    // One communicator per rank planned, for all its calls (building one is O(job size)).
-    RecordingChannel channel(rank, size);
-    collectives::Communicator communicator(channel, members, rank, 1, request.config.policy,
-                                           std::nullopt, hierarchy, std::nullopt);
+    const std::vector<std::set<int>> peers_of_call =
+        peers_in_calls(rank, hierarchy, request.config.policy, plan.calls, plan.roots_planned);
     std::set<int> all_calls;
-    for (CallPlan& call : plan.calls) {
-      const std::vector<int> roots =
-          call.collective == Collective::bcast ? plan.roots_planned : std::vector<int>{0};
-      std::set<int> peers;
-      for (int root : roots) {
-        const std::set<int> of_root =
-            peers_of_call(communicator, channel, call.collective, call.bytes, root, send.get(),
-                          recv.get(), &call.algorithm);
-        peers.insert(of_root.begin(), of_root.end());
-      }
-      keep_most(call.most, count_peers(peers, rank, request.ranks_per_node));
-      all_calls.insert(peers.begin(), peers.end());
+    for (size_t call = 0; call < plan.calls.size(); ++call) {
+      keep_most(plan.calls[call].most, count_peers(peers_of_call[call], rank, hierarchy));
+      all_calls.insert(peers_of_call[call].begin(), peers_of_call[call].end());
     }
-    plan.peers_of_rank.push_back(count_peers(all_calls, rank, request.ranks_per_node));
+    plan.peers_of_rank.push_back(count_peers(all_calls, rank, hierarchy));
     keep_most(plan.most, plan.peers_of_rank.back());
   }
   fill_costs(request, plan);
   return plan;
+}
+
+std::set<int> planned_peers(int rank, const topo::Hierarchy& hierarchy,
+                            const collectives::Policy& policy, const std::vector<size_t>& sizes) {
+  const PlanRequest defaults;
+  std::vector<CallPlan> calls = calls_of(sizes);
+  std::set<int> peers;
+  for (const std::set<int>& of_call :
+       peers_in_calls(rank, hierarchy, policy, calls, sample(hierarchy, defaults.exhaustive_up_to)))
+    peers.insert(of_call.begin(), of_call.end());
+  return peers;
 }
 
 std::string describe(const ConnectionPlan& plan) {
@@ -263,10 +295,11 @@ std::string describe(const ConnectionPlan& plan) {
       << "), local peers " << plan.most.local << "\n";
   out << "  send QPs per process:\n"
       << "    RC, one per remote rank (wired up front): " << plan.rc_qps_all_remote << "\n"
-      << "    RC on demand, one per remote peer (ibcoll today): " << plan.rc_qps_on_demand << "\n"
-      << "    XRC, one INI per remote node talked to: " << plan.xrc_send_qps
+      << "    RC on demand, one per remote peer (ibcoll without XRC): " << plan.rc_qps_on_demand
+      << "\n"
+      << "    XRC, one INI per remote node talked to (ibcoll with XRC): " << plan.xrc_send_qps
       << " (and per node about " << plan.xrc_receive_qps
-      << " TGT QPs, one for each INI that reaches it; XRC is not built yet)\n";
+      << " TGT QPs, one for each INI that reaches it)\n";
   out << "  memory:\n"
       << "    verbs buffers per process (SRQ and send slots, whatever the job's size): "
       << memory_text(plan.receive_bytes) << "\n"

@@ -3,18 +3,21 @@
 // real algorithms, chosen by the real selection table and started as a real call starts them
 // (call check included), for one rank at a time over a channel that records the peers they
 // talk to and completes every message at once. The transport connects on demand, so these are
-// the connections a real run of the same calls makes.
+// the connections a real run of the same calls makes; with IBCOLL_CONNECT=planned (the default)
+// the runtime connects to them at start-up (planned_peers).
 // Ranks are placed node by node (block placement); bcasts are planned from several roots. The
 // node's stages go by messages, as on a node without a slot region: local peers are those of
 // such a run (with slots, the node stages need no ring); remote peers are the same either way.
 #pragma once
 
 #include <cstddef>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "collectives/communicator.h"
 #include "runtime/config.h"
+#include "topo/hierarchy.h"
 
 namespace ibcoll::runtime {
 
@@ -68,6 +71,19 @@ struct ConnectionPlan {
 
 // Throws Error(invalid_argument) naming a bad request.
 ConnectionPlan plan_connections(const PlanRequest& request);
+
+// The call sizes whose peers the runtime connects at start-up (IBCOLL_CONNECT=planned): where a
+// handshake would be a large part of a first call's time. A larger call's handshake is small
+// beside its transfer, and planning one runs its reductions over buffers of its size (128 MiB
+// took seconds per process in the VM, and as much memory).
+inline const std::vector<size_t> kStartUpPlanSizes = {8, 256, 8 << 10, 64 << 10, 512 << 10};
+
+// The peers `rank` of a real job, laid out as `hierarchy`, talks to in calls of `sizes`
+// (allreduce, and bcast from the plan's sample of roots) under `policy`: whom the runtime
+// connects to at start-up with IBCOLL_CONNECT=planned.
+std::set<int> planned_peers(int rank, const topo::Hierarchy& hierarchy,
+                            const collectives::Policy& policy,
+                            const std::vector<size_t>& sizes = kStartUpPlanSizes);
 std::string describe(const ConnectionPlan& plan);
 
 }  // namespace ibcoll::runtime

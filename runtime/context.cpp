@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/size_text.h"
 #include "runtime/bootstrap/set_up_exchange.h"
+#include "runtime/connection_plan.h"
 #include "runtime/hang_report.h"
 #include "runtime/node_calibration.h"
 #include "runtime/shm_endpoint.h"
@@ -77,6 +78,33 @@ void Context::open_transports_and_world() {
   std::iota(everyone.begin(), everyone.end(), 0);
   world_ = make_communicator(std::move(everyone), job_.rank(), 1);
   used_ids_[0] = used_ids_[1] = true;  // 0 is no communicator's
+#ifdef IBCOLL_HAVE_VERBS
+  if (verbs_ && job_.config().connect_planned) connect_planned_peers();
+#endif
+}
+
+#ifdef IBCOLL_HAVE_VERBS
+void Context::connect_planned_peers() {
+  std::vector<int> everyone(static_cast<size_t>(job_.size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  const topo::Hierarchy hierarchy(placement_.places_of(everyone));
+  int remote = 0;
+  for (int peer : planned_peers(job_.rank(), hierarchy, communicator_policy())) {
+    if (channel_->channel_of(peer) != verbs_.get()) continue;  // shared memory: nothing to make
+    verbs_->connect(peer);
+    ++remote;
+  }
+  IBCOLL_LOG(info, "connecting to the " << remote
+                                        << " verbs peers of the connection plan (IBCOLL_CONNECT="
+                                           "planned)");
+}
+#endif
+
+collectives::Policy Context::communicator_policy() const {
+  collectives::Policy policy = job_.config().policy;
+  if (shm_) policy.single_copy = shm_->single_copy();
+  policy.tuning = tuning_;
+  return policy;
 }
 
 std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> members, int rank,
@@ -90,11 +118,9 @@ std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> member
       node_members.push_back(members[static_cast<size_t>(m)]);
     node_slots = slot_group(node_members, id);
   }
-  collectives::Policy policy = job_.config().policy;
-  if (shm_) policy.single_copy = shm_->single_copy();
-  policy.tuning = tuning_;
-  return std::make_unique<Communicator>(*channel_, std::move(members), rank, id, std::move(policy),
-                                        std::move(slots), hierarchy, std::move(node_slots));
+  return std::make_unique<Communicator>(*channel_, std::move(members), rank, id,
+                                        communicator_policy(), std::move(slots), hierarchy,
+                                        std::move(node_slots));
 }
 
 // The node's ranks measure the thresholds no variable sets on a communicator of their own. Its

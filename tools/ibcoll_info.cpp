@@ -67,6 +67,23 @@ void print_thresholds() {
     std::printf("(two ranks could not start: %s)\n", runtime::describe(exits).c_str());
 }
 
+#ifdef IBCOLL_HAVE_VERBS
+// How the verbs channel would share receive queues here, under the process's settings.
+std::string receive_sharing(const ibcoll::runtime::Config& config,
+                            const ibcoll::transport::verbs::Device& device) {
+  using namespace ibcoll::transport::verbs;
+  const std::string rc = "per-peer RC QPs on one shared SRQ";
+  if (config.verbs.xrc == XrcMode::off) return rc + " (IBCOLL_XRC=off)";
+  if (config.verbs.connect == ConnectMode::rdmacm) return rc + " (IBCOLL_CM=rdmacm makes RC)";
+  auto xrc = open_xrc_domain(
+      device, XrcMode::automatic,
+      ibcoll::runtime::xrc_domain_file(config, "ibcoll_info " + std::to_string(getpid())));
+  if (xrc) return "XRC: one INI QP per remote node, one XRC SRQ per process";
+  if (config.verbs.xrc == XrcMode::on) return "none: IBCOLL_XRC=on, and the device has no XRC";
+  return rc + " (the device has no XRC)";
+}
+#endif
+
 // The topology, this process's place in it, and which device a rank bound to each core (local
 // rank = the core's index) would choose with IBCOLL_DEVICE unset.
 void print_topology(const ibcoll::runtime::Config& config) {
@@ -206,14 +223,9 @@ int main(int argc, char** argv) {
     print_topology(config);
 #ifdef IBCOLL_HAVE_VERBS
     transport::verbs::Device device(config.verbs.device, config.verbs.gid_index);
-    auto xrc = transport::verbs::open_xrc_domain(
-        device, transport::verbs::XrcMode::automatic,
-        runtime::xrc_domain_file(config, "ibcoll_info " + std::to_string(getpid())));
     std::printf("verbs: device %s port %d, %s, GID index %d, receive sharing: %s\n",
                 device.name().c_str(), device.port(), device.is_ethernet() ? "RoCE" : "InfiniBand",
-                device.gid_index(),
-                xrc ? "XRC available (ibcoll uses per-peer RC on one SRQ for now)"
-                    : "per-peer RC QPs on one shared SRQ (no XRC)");
+                device.gid_index(), receive_sharing(config, device).c_str());
 #endif
   } catch (const Error& e) {
     std::printf("\n%s\n", e.what());

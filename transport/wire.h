@@ -73,11 +73,13 @@ struct HandshakeMessage {
   Type type = Type::handshake_request;
   uint32_t source = 0;       // sender's rank
   uint32_t destination = 0;  // intended receiver's rank: misrouted datagrams are dropped
-  uint32_t qp_num = 0;       // sender's RC QP (or XRC INI QP) for this pair
-  uint32_t psn = 0;          // sender's initial packet sequence number
+  uint32_t qp_num = 0;       // sender's RC QP (XRC request: its INI QP for our node)
+  uint32_t psn = 0;          // that QP's initial packet sequence number (XRC reply: the TGT's)
   uint32_t srq_num = 0;      // sender's SRQ number (XRC addressing); 0 without XRC
   uint32_t credits = 0;      // receive credits the sender grants the receiver
-  uint32_t reserved = 0;
+  // XRC: a request names the TGT QP its INI already uses on the receiver's node (0: make one);
+  // a reply names the TGT the receiver made or joined. 0 for RC.
+  uint32_t target_qp_num = 0;
   uint64_t incarnation = 0;  // sender's endpoint generation: a restarted peer is not confused
 };
 static_assert(sizeof(HandshakeMessage) == 40);

@@ -1,7 +1,8 @@
 // One rank of a job across the nodes of ci/rxe-cluster, run with IBCOLL_CHECK_CALLS=0 (the call
-// check would connect every rank to its recursive-doubling partners): verbs connections are
-// made on demand, so they must follow the hierarchical algorithms, and the counters
-// (ibcoll_get_counters) must show it.
+// check would connect every rank to its recursive-doubling partners) and
+// IBCOLL_CONNECT=on_demand (planned would connect every peer of the plan at start-up): verbs
+// connections are made on demand, so they must follow the hierarchical algorithms, and the
+// counters (ibcoll_get_counters) must show it.
 //
 //   cluster_connections LAYOUT   e.g. 2,1 or 2,2,2
 //

@@ -110,27 +110,34 @@ TEST(VerbsCollectives, HierarchicalAcrossPretendNodes) {
   }
 }
 
-// The connection plan (ibcoll_info --plan) is what a run connects: on 3 pretend nodes of 2
-// ranks, each rank plans the job, makes the plan's calls with the default selection (allreduce,
-// and bcast from every root, at each size), and then has made exactly as many verbs connections
-// as the plan gives it remote peers.
+// Rank `me` of a job on 3 pretend nodes of 2 ranks: names its node (IBCOLL_NODE), and
+// returns its remote peers in the plan of the start-up sizes (every rank and root planned).
+constexpr int kPlanNodes = 3, kPlanPerNode = 2;
+int remote_peers_in_plan(int me) {
+  setenv("IBCOLL_NODE", ("pretend-node-" + std::to_string(me / kPlanPerNode)).c_str(), 1);
+  runtime::PlanRequest request;
+  request.nodes = kPlanNodes;
+  request.ranks_per_node = kPlanPerNode;
+  request.sizes = runtime::kStartUpPlanSizes;
+  request.config = runtime::Config::from_environment();
+  const runtime::ConnectionPlan plan = runtime::plan_connections(request);
+  RANK_CHECK(plan.ranks_planned.at(static_cast<size_t>(me)) == me, "every rank planned");
+  return plan.peers_of_rank.at(static_cast<size_t>(me)).remote;
+}
+
+// The connection plan (ibcoll_info --plan) is what a run connects on demand: on 3 pretend nodes
+// of 2 ranks, with IBCOLL_CONNECT=on_demand, each rank plans the job, makes the plan's calls
+// with the default selection (allreduce, and bcast from every root, at each size), and then has
+// made exactly as many verbs connections as the plan gives it remote peers.
 TEST(VerbsCollectives, ThePlanIsWhatARunConnects) {
-  constexpr int kNodes = 3, kPerNode = 2;
-  const std::vector<size_t> sizes = {8, 256, 8 << 10, 64 << 10, 512 << 10};
+  const std::vector<size_t>& sizes = runtime::kStartUpPlanSizes;
   RankOptions options;
+  options.environment = {{"IBCOLL_CONNECT", "on_demand"}};
   options.deadline = std::chrono::seconds(300);
   expect_all_ok(run_ranks(
-      kNodes * kPerNode,
+      kPlanNodes * kPlanPerNode,
       [&](int me, int) {
-        setenv("IBCOLL_NODE", ("pretend-node-" + std::to_string(me / kPerNode)).c_str(), 1);
-        runtime::PlanRequest request;
-        request.nodes = kNodes;
-        request.ranks_per_node = kPerNode;
-        request.sizes = sizes;
-        request.config = runtime::Config::from_environment();
-        const runtime::ConnectionPlan plan = runtime::plan_connections(request);
-        RANK_CHECK(plan.ranks_planned.at(static_cast<size_t>(me)) == me, "every rank planned");
-        const runtime::PeerCount mine = plan.peers_of_rank.at(static_cast<size_t>(me));
+        const int planned = remote_peers_in_plan(me);
 
         CapiRank r;
         std::vector<float> in(sizes.back() / sizeof(float), 1.0f), out(in.size());
@@ -149,13 +156,62 @@ TEST(VerbsCollectives, ThePlanIsWhatARunConnects) {
         ibcoll_counters_t counters;
         RANK_CHECK(ibcoll_get_counters(r.context(), &counters) == IBCOLL_SUCCESS,
                    ibcoll_last_error());
-        RANK_CHECK(counters.verbs_connections == static_cast<uint64_t>(mine.remote),
+        RANK_CHECK(counters.verbs_connections == static_cast<uint64_t>(planned),
                    "rank " + std::to_string(me) + " made " +
                        std::to_string(counters.verbs_connections) +
-                       " verbs connections, the plan says " + std::to_string(mine.remote));
+                       " verbs connections, the plan says " + std::to_string(planned));
         return 0;
       },
       options));
+}
+
+// IBCOLL_CONNECT=planned (the default): on 3 pretend nodes of 2 ranks, ibcoll_init has
+// started a connection to each remote peer of the rank's plan (of the start-up sizes, every
+// root) and to none other, before any call; the plan's calls then connect nobody more. With
+// on_demand, ibcoll_init connects nobody.
+TEST(VerbsCollectives, TheWorldConnectsItsPlanAtStartUp) {
+  for (const char* when : {"planned", "on_demand"}) {
+    RankOptions options;
+    options.environment = {{"IBCOLL_CONNECT", when}};
+    options.deadline = std::chrono::seconds(300);
+    expect_all_ok(run_ranks(
+        kPlanNodes * kPlanPerNode,
+        [&](int me, int) {
+          const int planned = remote_peers_in_plan(me);
+          const bool ahead = std::string(when) == "planned";
+
+          CapiRank r;
+          ibcoll_counters_t counters;
+          RANK_CHECK(ibcoll_get_counters(r.context(), &counters) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          const uint64_t at_start = counters.verbs_connections;
+          RANK_CHECK(at_start == static_cast<uint64_t>(ahead ? planned : 0),
+                     std::string(when) + ": rank " + std::to_string(me) + " began with " +
+                         std::to_string(at_start) + " verbs connections, its plan has " +
+                         std::to_string(planned) + " remote peers");
+          if (!ahead) return 0;
+          const size_t largest = runtime::kStartUpPlanSizes.back();
+          std::vector<float> in(largest / sizeof(float), 1.0f), out(in.size());
+          std::vector<uint8_t> data(largest);
+          for (size_t bytes : runtime::kStartUpPlanSizes) {
+            RANK_CHECK(ibcoll_allreduce(in.data(), out.data(), bytes / sizeof(float),
+                                        IBCOLL_FLOAT32, IBCOLL_SUM, r.world()) == IBCOLL_SUCCESS,
+                       ibcoll_last_error());
+            for (int root = 0; root < r.size(); ++root) {
+              RANK_CHECK(
+                  ibcoll_bcast(data.data(), bytes, IBCOLL_UINT8, root, r.world()) == IBCOLL_SUCCESS,
+                  ibcoll_last_error());
+            }
+          }
+          RANK_CHECK(ibcoll_get_counters(r.context(), &counters) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          RANK_CHECK(counters.verbs_connections == at_start,
+                     "the calls made " + std::to_string(counters.verbs_connections - at_start) +
+                         " connections the plan had not");
+          return 0;
+        },
+        options));
+  }
 }
 
 // Forced rails on two pretend nodes of two: the node stage is the reduce-scatter through the

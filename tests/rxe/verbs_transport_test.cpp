@@ -361,8 +361,9 @@ TEST(VerbsTransport, ASlowPeerIsWaitedForNotFailedAtTheHandshake) {
 }
 
 // Soft-RoCE has no XRC: auto falls back to RC on one SRQ and says so; on is a clear error
-// naming the device and errno, and leaves nothing behind. The job's XRC domain file sits in a
-// private directory (made 0700) and is gone once the attempt is over.
+// naming the device and errno (with IBCOLL_CM=rdmacm, naming that), and leaves nothing behind. The
+// job's XRC domain file sits in a private directory (made 0700) and is gone once the attempt is
+// over.
 TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
   RankOptions options;
   options.environment["IBCOLL_LOG"] = "info";
@@ -396,6 +397,18 @@ TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
                      m);
         }
         rmdir(dir.c_str());
+        // rdma_cm makes RC connections only: XRC=on with it is refused before any domain.
+        xrc_on.connect = transport::verbs::ConnectMode::rdmacm;
+        try {
+          transport::verbs::VerbsChannel channel(0, 1, xrc_on);
+          RANK_CHECK(false, "IBCOLL_XRC=on with IBCOLL_CM=rdmacm succeeded");
+        } catch (const Error& e) {
+          const std::string m = e.what();
+          RANK_CHECK(e.status().code() == Code::not_supported &&
+                         m.find("IBCOLL_CM=rdmacm") != std::string::npos,
+                     m);
+        }
+        RANK_CHECK(access(dir.c_str(), F_OK) != 0, "rdma_cm with XRC=on made the XRC directory");
         const auto& live = live_objects();
         RANK_CHECK(live.contexts == 0 && live.pds == 0 && live.cqs == 0 && live.srqs == 0 &&
                        live.xrcds == 0,

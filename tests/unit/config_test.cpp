@@ -40,6 +40,7 @@ TEST(Config, DefaultsComeFromTheTable) {
   EXPECT_EQ(c.verbs.gid_index, -1);
   EXPECT_EQ(c.verbs.xrc, transport::verbs::XrcMode::automatic);
   EXPECT_FALSE(c.verbs.mr_cache);
+  EXPECT_TRUE(c.connect_planned);
   EXPECT_TRUE(c.calibrate_single_copy);
   for (const Variable& v : config_variables()) {
     EXPECT_EQ(std::string(v.name).rfind("IBCOLL_", 0), 0u);
@@ -58,8 +59,10 @@ TEST(Config, ParsesEveryKind) {
                                                  {"IBCOLL_SRQ_DEPTH", "64"},
                                                  {"IBCOLL_MR_CACHE", "1"},
                                                  {"IBCOLL_MR_CACHE_SIZE", "2G"},
-                                                 {"IBCOLL_KEEPALIVE", "2s"}}));
+                                                 {"IBCOLL_KEEPALIVE", "2s"},
+                                                 {"IBCOLL_CONNECT", "on_demand"}}));
   EXPECT_EQ(c.log_level, log::Level::debug);
+  EXPECT_FALSE(c.connect_planned);
   EXPECT_EQ(c.timeout, std::chrono::milliseconds(1500));
   EXPECT_EQ(c.verbs.timeout, std::chrono::milliseconds(1500));
   EXPECT_TRUE(c.verbs.event_channel);
@@ -110,6 +113,7 @@ TEST(Config, BadValuesNameTheirVariable) {
   expect_error_naming({{"IBCOLL_GID_INDEX", "-2"}}, "IBCOLL_GID_INDEX");
   expect_error_naming({{"IBCOLL_XRC", "maybe"}}, "IBCOLL_XRC");
   expect_error_naming({{"IBCOLL_CM", "tcp"}}, "IBCOLL_CM");
+  expect_error_naming({{"IBCOLL_CONNECT", "eager"}}, "IBCOLL_CONNECT");
   expect_error_naming({{"IBCOLL_EAGER_LIMIT", "2G"}}, "IBCOLL_EAGER_LIMIT");
   expect_error_naming({{"IBCOLL_EAGER_BUFFER", "8"}}, "IBCOLL_EAGER_BUFFER");
   expect_error_naming({{"IBCOLL_SRQ_DEPTH", "0"}}, "IBCOLL_SRQ_DEPTH");

@@ -89,12 +89,16 @@ TEST(Wire, HandshakeParsesOnlyHandshakeTypes) {
   HandshakeMessage m;
   m.type = Type::handshake_reply;
   m.qp_num = 77;
+  m.srq_num = 0x1234;
+  m.target_qp_num = 0xabcdef;
   m.incarnation = 9;
   std::byte bytes[sizeof(m)];
   std::memcpy(bytes, &m, sizeof(m));
   auto parsed = parse_handshake(bytes, sizeof(bytes));
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->qp_num, 77u);
+  EXPECT_EQ(parsed->srq_num, 0x1234u);          // XRC: the SRQ the peer's sends name
+  EXPECT_EQ(parsed->target_qp_num, 0xabcdefu);  // XRC: the TGT made or joined
   EXPECT_FALSE(parse_handshake(bytes, sizeof(bytes) - 1));
   m.type = Type::eager;
   std::memcpy(bytes, &m, sizeof(m));

@@ -1,6 +1,8 @@
-// ConnectionManager: how a verbs channel gets an RC connection to a peer, made on demand.
-// Two implementations: UdConnector (handshake datagrams over the process's UD QP, the default)
-// and RdmaCmConnector (librdmacm, IP addressing). The channel sees only this interface.
+// ConnectionManager: how a verbs channel gets a connection to a peer, made on demand: an RC QP
+// of its own, or (XRC) the INI QP to the peer's node, shared with the node's other processes.
+// Two implementations: UdConnector (handshake datagrams over the process's UD QP, the default;
+// RC or XRC) and RdmaCmConnector (librdmacm, IP addressing; RC only). The channel sees only
+// this interface.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -28,12 +30,22 @@ struct EndpointAddress {
   uint16_t cm_port = 0;      // RdmaCmConnector: the listening port
 };
 
+// The QP a peer's sends are posted on and how they name it. RC: the peer's own QP. XRC: the INI
+// QP of the peer's node (other peers share it), and the peer's SRQ number in every send.
+struct SendPath {
+  ibv_qp* qp = nullptr;
+  QueueCaps caps;
+  uint32_t remote_srq_num = 0;  // XRC only
+};
+
 // What a connection manager needs to make RC QPs and to speak for this endpoint.
 struct ConnectionSetup {
   const Device& device;
   ibv_pd* pd;
-  ibv_cq* cq;    // for both directions of every QP
-  ibv_srq* srq;  // shared by every QP
+  ibv_cq* cq;        // for both directions of every QP
+  ibv_srq* srq;      // shared by every QP
+  ibv_xrcd* xrcd;    // XRC: the node's domain, where srq is an XRC SRQ; null for RC
+  uint32_t srq_num;  // XRC: srq's number, which the peers' sends name
   Options options;
   int rank;
   int size;
@@ -71,9 +83,8 @@ class ConnectionManager {
   void set_peer_addresses(std::vector<EndpointAddress> addresses);
   // Starts connecting if nothing is under way. Throws Error if the attempt cannot start.
   virtual void connect(int peer) = 0;
-  // The peer's QP once connected (null before), its capabilities and the credits it granted.
-  virtual ibv_qp* queue_pair(int peer) const = 0;
-  virtual QueueCaps caps(int peer) const = 0;
+  // Where sends to a connected peer go (qp null before), and the credits it granted.
+  virtual SendPath send_path(int peer) const = 0;
   virtual uint32_t granted_credits(int peer) const = 0;
   int peer_of_qp(uint32_t qp_num) const;  // -1 for a QP that is not ours
 

@@ -53,6 +53,29 @@ QueuePairHandle create_qp(ibv_pd* pd, ibv_qp_init_attr& init) {
   return qp;
 }
 
+QueuePairHandle create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex& init) {
+  QueuePairHandle qp(ibv_create_qp_ex(context, &init));
+  if (!qp) {
+    throw_errno(std::string("ibv_create_qp_ex (") +
+                    (init.qp_type == IBV_QPT_XRC_SEND ? "XRC INI" : "XRC TGT") + ")",
+                errno);
+  }
+  ++live_objects().qps;
+  return qp;
+}
+
+QueuePairHandle open_qp(ibv_context* context, ibv_xrcd* xrcd, uint32_t qp_num) {
+  ibv_qp_open_attr attr{};
+  attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  attr.qp_num = qp_num;
+  attr.xrcd = xrcd;
+  attr.qp_type = IBV_QPT_XRC_RECV;
+  QueuePairHandle qp(ibv_open_qp(context, &attr));
+  if (!qp) throw_errno("ibv_open_qp of XRC TGT QP " + std::to_string(qp_num), errno);
+  ++live_objects().qps;
+  return qp;
+}
+
 AddressHandle create_ah(ibv_pd* pd, ibv_ah_attr& attr) {
   AddressHandle ah(ibv_create_ah(pd, &attr));
   if (!ah) throw_errno("ibv_create_ah", errno);

@@ -65,6 +65,10 @@ ProtectionDomain allocate_pd(ibv_context* context);
 // Registers [address, address + length) with `access`.
 MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length, Access access);
 QueuePairHandle create_qp(ibv_pd* pd, ibv_qp_init_attr& init);  // init.cap is read back
+// The extended form, for the XRC QP types (init.cap is read back).
+QueuePairHandle create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex& init);
+// Another reference to an XRC TGT QP of `xrcd`: the QP lives while one is held.
+QueuePairHandle open_qp(ibv_context* context, ibv_xrcd* xrcd, uint32_t qp_num);
 AddressHandle create_ah(ibv_pd* pd, ibv_ah_attr& attr);
 
 }  // namespace ibcoll::transport::verbs

@@ -8,8 +8,6 @@
 #include "transport/verbs/work_id.h"
 
 namespace ibcoll::transport::verbs {
-namespace {
-
 uint32_t random_psn() {
   static thread_local std::mt19937 rng(std::random_device{}());
   return rng() & 0xffffff;
@@ -28,14 +26,55 @@ ibv_ah_attr address_to(const Device& device, const PortAddress& remote) {
   return ah;
 }
 
-void modify(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* state) {
+void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* state) {
   if (int rc = ibv_modify_qp(qp, &attr, mask)) {
     throw_errno(
         std::string("ibv_modify_qp to ") + state + " (QP " + std::to_string(qp->qp_num) + ")", rc);
   }
 }
 
-}  // namespace
+ConnectMasks connect_masks(ibv_qp_type type) {
+  ConnectMasks masks{IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN};
+  if (type != IBV_QPT_XRC_SEND) {  // it answers no reads and sends no RNR NAKs
+    masks.rtr |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  }
+  if (type != IBV_QPT_XRC_RECV) {  // it sends no requests: nothing to retry, nothing to read
+    masks.rts |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  }
+  return masks;
+}
+
+void connect_to(const Device& device, ibv_qp* qp, const PortAddress& remote, uint32_t remote_qp_num,
+                uint32_t remote_psn, uint32_t psn) {
+  const ConnectMasks masks = connect_masks(qp->qp_type);
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = device.active_mtu();
+  attr.dest_qp_num = remote_qp_num;
+  attr.rq_psn = remote_psn;
+  attr.max_dest_rd_atomic = 1;
+  attr.min_rnr_timer = kMinRnrTimer;
+  attr.ah_attr = address_to(device, remote);
+  modify_qp(qp, attr, masks.rtr, "RTR");
+
+  attr = {};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = kAckTimeout;
+  attr.retry_cnt = kRetryCount;
+  attr.rnr_retry = kRnrRetryInfinite;
+  attr.sq_psn = psn;
+  attr.max_rd_atomic = 1;
+  modify_qp(qp, attr, masks.rts, "RTS");
+}
+
+void move_to_init(const Device& device, ibv_qp* qp, int access) {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.port_num = device.port();
+  attr.qp_access_flags = static_cast<unsigned>(access);
+  modify_qp(qp, attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
+}
 
 ibv_qp_init_attr rc_init_attr(ibv_cq* cq, ibv_srq* srq, uint32_t send_depth) {
   ibv_qp_init_attr init{};
@@ -59,40 +98,11 @@ RcQueuePair::RcQueuePair(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_dep
   ibv_qp_init_attr init = rc_init_attr(cq, srq, send_depth);
   qp_ = create_qp(pd, init);
   caps_ = granted_caps(init);
-
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_INIT;
-  attr.port_num = device.port();
-  attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  modify(qp_.get(), attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
-         "INIT");
+  move_to_init(device, qp_.get(), IBV_ACCESS_REMOTE_WRITE);
 }
 
 void RcQueuePair::connect(const PortAddress& remote, uint32_t remote_qp_num, uint32_t remote_psn) {
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_RTR;
-  attr.path_mtu = device_.active_mtu();
-  attr.dest_qp_num = remote_qp_num;
-  attr.rq_psn = remote_psn;
-  attr.max_dest_rd_atomic = 1;
-  attr.min_rnr_timer = kMinRnrTimer;
-  attr.ah_attr = address_to(device_, remote);
-  modify(qp_.get(), attr,
-         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-         "RTR");
-
-  attr = {};
-  attr.qp_state = IBV_QPS_RTS;
-  attr.timeout = kAckTimeout;
-  attr.retry_cnt = kRetryCount;
-  attr.rnr_retry = kRnrRetryInfinite;
-  attr.sq_psn = psn_;
-  attr.max_rd_atomic = 1;
-  modify(qp_.get(), attr,
-         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-             IBV_QP_MAX_QP_RD_ATOMIC,
-         "RTS");
+  connect_to(device_, qp_.get(), remote, remote_qp_num, remote_psn, psn_);
 }
 
 UdQueuePair::UdQueuePair(ibv_pd* pd, ibv_cq* cq, const Device& device, uint32_t qkey,
@@ -120,14 +130,14 @@ UdQueuePair::UdQueuePair(ibv_pd* pd, ibv_cq* cq, const Device& device, uint32_t 
   attr.qp_state = IBV_QPS_INIT;
   attr.port_num = device.port();
   attr.qkey = qkey;
-  modify(qp_.get(), attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, "INIT");
+  modify_qp(qp_.get(), attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, "INIT");
   attr = {};
   attr.qp_state = IBV_QPS_RTR;
-  modify(qp_.get(), attr, IBV_QP_STATE, "RTR");
+  modify_qp(qp_.get(), attr, IBV_QP_STATE, "RTR");
   attr = {};
   attr.qp_state = IBV_QPS_RTS;
   attr.sq_psn = random_psn();
-  modify(qp_.get(), attr, IBV_QP_STATE | IBV_QP_SQ_PSN, "RTS");
+  modify_qp(qp_.get(), attr, IBV_QP_STATE | IBV_QP_SQ_PSN, "RTS");
 
   for (uint32_t i = 0; i < depth_; ++i)
     repost(i);

@@ -29,6 +29,23 @@ struct QueueCaps {
   uint32_t max_inline_data = 0;
 };
 
+uint32_t random_psn();  // a fresh 24-bit packet sequence number
+ibv_ah_attr address_to(const Device& device, const PortAddress& remote);
+// Throws Error(system_error) naming the state and the QP.
+void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* state);
+// RESET → INIT on the device's port, allowing the peer `access` (IBV_ACCESS_* bits).
+void move_to_init(const Device& device, ibv_qp* qp, int access);
+// The attributes INIT → RTR and RTR → RTS give a QP of `type` (RC, XRC INI or TGT): the kernel
+// refuses a mask with more or fewer than the type's required and optional attributes.
+struct ConnectMasks {
+  int rtr, rts;
+};
+ConnectMasks connect_masks(ibv_qp_type type);
+// INIT → RTR → RTS towards `remote_qp_num` at `remote`, with this side's `psn` and the ack
+// timeout, retries and RNR timer above, as far as the QP's type takes them (connect_masks).
+void connect_to(const Device& device, ibv_qp* qp, const PortAddress& remote, uint32_t remote_qp_num,
+                uint32_t remote_psn, uint32_t psn);
+
 // The attributes of every RC QP ibcoll makes: one CQ for both directions, the shared SRQ.
 ibv_qp_init_attr rc_init_attr(ibv_cq* cq, ibv_srq* srq, uint32_t send_depth);
 // What the provider granted, read back from the attributes create filled in.

@@ -128,14 +128,9 @@ void RdmaCmConnector::connect(int peer) {
   IBCOLL_LOG(debug, "rdma_cm: connecting to peer " << peer);
 }
 
-ibv_qp* RdmaCmConnector::queue_pair(int peer) const {
+SendPath RdmaCmConnector::send_path(int peer) const {
   const Link* l = links_.find(peer);
-  return l && l->id ? l->id->qp : nullptr;
-}
-
-QueueCaps RdmaCmConnector::caps(int peer) const {
-  const Link* l = links_.find(peer);
-  return l ? l->caps : QueueCaps{};
+  return l && l->id ? SendPath{l->id->qp, l->caps} : SendPath{};
 }
 
 uint32_t RdmaCmConnector::granted_credits(int peer) const {

@@ -29,8 +29,7 @@ class RdmaCmConnector final : public ConnectionManager {
 
   EndpointAddress local_address() const override;
   void connect(int peer) override;
-  ibv_qp* queue_pair(int peer) const override;
-  QueueCaps caps(int peer) const override;
+  SendPath send_path(int peer) const override;
   uint32_t granted_credits(int peer) const override;
   bool on_completion(const ibv_wc&) override { return false; }
   void on_rc_message(int) override {}

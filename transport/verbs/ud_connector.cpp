@@ -11,7 +11,7 @@
 namespace ibcoll::transport::verbs {
 namespace {
 constexpr uint32_t kDatagramDepth = 64;
-}
+}  // namespace
 
 UdConnector::UdConnector(const ConnectionSetup& setup, uint32_t qkey, Listener& listener)
     : ConnectionManager(setup, listener),
@@ -21,6 +21,7 @@ EndpointAddress UdConnector::local_address() const {
   EndpointAddress address;
   address.port = setup_.device.address();
   address.ud_qp_num = ud_.qp_num();
+  address.srq_num = setup_.srq_num;
   address.incarnation = setup_.incarnation;
   return address;
 }
@@ -40,20 +41,42 @@ void UdConnector::connect(int peer) {
   if (!have_addresses()) {
     throw Error(Code::internal, "connect before the peer addresses were exchanged");
   }
-  create_queue_pair(peer);
   l.state = State::requested;
+  if (xrc()) {
+    l.started = Clock::now();
+    if (join_initiator(peer, l)) send_handshake(peer, wire::Type::handshake_request);
+    return;
+  }
+  create_queue_pair(peer);
   IBCOLL_LOG(debug, "connecting to peer " << peer << " (QP " << l.qp->qp_num() << ")");
   send_handshake(peer, wire::Type::handshake_request);
 }
 
-ibv_qp* UdConnector::queue_pair(int peer) const {
-  const Link* l = links_.find(peer);
-  return l && l->qp ? l->qp->get() : nullptr;
+bool UdConnector::join_initiator(int peer, Link& l) {
+  const XrcInitiators::Joined joined = initiators_.join(peer, address_of(peer).port);
+  l.initiator = joined.initiator;
+  if (joined.created) {
+    l.initiator->qp =
+        std::make_unique<XrcInitiator>(setup_.pd, setup_.cq, setup_.send_depth, setup_.device);
+    ++stats_.connections;
+    IBCOLL_LOG(debug, "XRC INI QP " << l.initiator->qp->qp_num() << " for peer " << peer
+                                    << "'s node; peer " << peer << " makes its TGT");
+  }
+  return joined.ask_now;
 }
 
-QueueCaps UdConnector::caps(int peer) const {
+bool UdConnector::waits_for_initiator(int peer, const Link& l) {
+  return l.initiator && !l.initiator->connected && l.initiator->creator != peer;
+}
+
+SendPath UdConnector::send_path(int peer) const {
   const Link* l = links_.find(peer);
-  return l && l->qp ? l->qp->caps() : QueueCaps{};
+  if (!l) return {};
+  if (l->qp) return {l->qp->get(), l->qp->caps(), 0};
+  if (l->initiator && l->initiator->connected) {
+    return {l->initiator->qp->get(), l->initiator->qp->caps(), l->remote_srq_num};
+  }
+  return {};
 }
 
 uint32_t UdConnector::granted_credits(int peer) const {
@@ -83,8 +106,18 @@ void UdConnector::send_handshake(int peer, wire::Type type) {
   m.type = type;
   m.source = static_cast<uint32_t>(setup_.rank);
   m.destination = static_cast<uint32_t>(peer);
-  m.qp_num = l.qp->qp_num();
-  m.psn = l.qp->psn();
+  if (!xrc()) {
+    m.qp_num = l.qp->qp_num();
+    m.psn = l.qp->psn();
+  } else if (type == wire::Type::handshake_request) {
+    m.qp_num = l.initiator->qp->qp_num();
+    m.psn = l.initiator->qp->psn();
+    m.target_qp_num = l.initiator->target_qp_num;  // 0 asks the peer to make the TGT
+  } else {
+    m.target_qp_num = l.target->qp_num();
+    m.psn = l.target->psn();
+  }
+  m.srq_num = setup_.srq_num;
   m.credits = listener_.credits_for(peer);
   m.incarnation = setup_.incarnation;
   ud_.send(l.ah.get(), remote.ud_qp_num, &m, sizeof(m));
@@ -114,24 +147,74 @@ void UdConnector::on_datagram(uint32_t slot, uint32_t byte_len) {
   }
   Link& l = link(peer);
   if (l.state == State::failed) return;
-  if (l.remote_qp_num != 0 && l.remote_qp_num != message->qp_num) {
+  if (!xrc()) return on_rc_handshake(peer, l, *message);
+  if (message->type == wire::Type::handshake_request) return on_xrc_request(peer, l, *message);
+  on_xrc_reply(peer, l, *message);
+}
+
+void UdConnector::on_rc_handshake(int peer, Link& l, const wire::HandshakeMessage& message) {
+  if (l.remote_qp_num != 0 && l.remote_qp_num != message.qp_num) {
     ++stats_.handshakes_dropped;
     return;
   }
-
-  if (message->type == wire::Type::handshake_request) {
+  if (message.type == wire::Type::handshake_request) {
     if (l.state == State::idle) create_queue_pair(peer);
-    if (l.state == State::idle || l.state == State::requested) accept_remote(peer, *message);
+    if (l.state == State::idle || l.state == State::requested) accept_remote(peer, message);
     send_handshake(peer, wire::Type::handshake_reply);  // also answers a resent request
     return;
   }
   // A reply: the peer's QP is connected to ours and can receive.
-  if (l.state == State::requested) accept_remote(peer, *message);
+  if (l.state == State::requested) accept_remote(peer, message);
   if (l.state == State::connected) {
     l.state = State::ready;
     IBCOLL_LOG(debug, "connected to peer " << peer);
     listener_.on_connected(peer, true);
   }
+}
+
+// The peer asks to send to us through its INI: through a TGT we make (it names none) or the one
+// another process of this node made for that INI. A resent request finds the TGT in place.
+void UdConnector::on_xrc_request(int peer, Link& l, const wire::HandshakeMessage& m) {
+  if (!l.target || l.remote_initiator != m.qp_num) {
+    try {
+      XrcTarget target = m.target_qp_num == 0
+                             ? XrcTarget::create(setup_.device, setup_.xrcd, address_of(peer).port,
+                                                 m.qp_num, m.psn)
+                             : XrcTarget::open(setup_.device, setup_.xrcd, m.target_qp_num);
+      if (l.target) peer_by_qp_.erase(l.target->qp_num());  // the peer's INI before this one
+      l.target = std::move(target);
+    } catch (const Error& e) {
+      // Its maker gone (the TGT with it), or the device refused: the peer asks again.
+      IBCOLL_LOG(warn, "XRC request of peer " << peer << ": " << e.status().message());
+      ++stats_.handshakes_dropped;
+      return;
+    }
+    l.remote_initiator = m.qp_num;
+    peer_by_qp_[l.target->qp_num()] = peer;
+  }
+  send_handshake(peer, wire::Type::handshake_reply);
+  connect(peer);  // our direction, for credit returns and whatever we send it
+}
+
+// The peer can receive through our INI: connect the INI if the peer made its TGT, then ask the
+// port's other peers, naming it.
+void UdConnector::on_xrc_reply(int peer, Link& l, const wire::HandshakeMessage& m) {
+  if (l.state != State::requested || !l.initiator) return;  // answered already
+  XrcInitiators::Initiator& ini = *l.initiator;
+  std::vector<int> ask;
+  if (initiators_.connect(ini, peer, m.target_qp_num, ask)) {
+    ini.qp->connect(address_of(peer).port, m.target_qp_num, m.psn);
+    for (int waiting : ask)
+      send_handshake(waiting, wire::Type::handshake_request);
+  } else if (!ini.connected || m.target_qp_num != ini.target_qp_num) {
+    ++stats_.handshakes_dropped;  // from a creator that failed meanwhile, or for an INI gone
+    return;
+  }
+  l.granted_credits = m.credits;
+  l.remote_srq_num = m.srq_num;
+  l.state = State::ready;
+  IBCOLL_LOG(debug, "connected to peer " << peer << " (XRC)");
+  listener_.on_connected(peer, false);
 }
 
 void UdConnector::on_rc_message(int peer) {
@@ -165,7 +248,8 @@ void UdConnector::tick(Clock::time_point now) {
     const auto retry =
         late ? std::max<Clock::duration>(setup_.options.handshake_retry, std::chrono::seconds(10))
              : Clock::duration(setup_.options.handshake_retry);
-    if (l.state == State::requested && now - l.last_request >= retry) {
+    if (l.state == State::requested && !waits_for_initiator(peer, l) &&
+        now - l.last_request >= retry) {
       ++stats_.handshake_retries;
       send_handshake(peer, wire::Type::handshake_request);
     }
@@ -184,7 +268,13 @@ void UdConnector::tick(Clock::time_point now) {
 }
 
 void UdConnector::forget(int peer) {
-  link(peer).state = State::failed;
+  Link& l = link(peer);
+  l.state = State::failed;
+  if (XrcInitiators::Initiator* ini = std::exchange(l.initiator, nullptr)) {
+    if (const int creator = initiators_.leave(peer, *ini); creator >= 0) {
+      send_handshake(creator, wire::Type::handshake_request);
+    }
+  }
 }
 
 }  // namespace ibcoll::transport::verbs

@@ -15,7 +15,7 @@
 namespace ibcoll::transport::verbs {
 namespace {
 
-constexpr uint32_t kSendDepthPerPeer = 128;
+constexpr uint32_t kSendDepthPerQp = 128;   // an RC QP's, or an XRC INI's for a remote node
 constexpr uint32_t kDatagramWork = 2 * 64;  // UD receives and sends in the CQ
 constexpr uint32_t kQkey = 0x1bc0c011;
 constexpr int kPollBatch = 32;
@@ -45,17 +45,18 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
   if (options.credits < 1) throw Error(Code::invalid_argument, "IBCOLL_CREDITS: must be >= 1");
   device_ = std::make_unique<Device>(options.device, options.gid_index,
                                      options.connect == ConnectMode::rdmacm);
-  xrc_ = open_xrc_domain(*device_, options.xrc, options.xrc_domain_file);
-  if (xrc_) {
-    // The device has XRC, but XRC INI/TGT wire-up needs hardware this project cannot test on.
+  if (options.connect == ConnectMode::rdmacm && options.xrc != XrcMode::off) {
     if (options.xrc == XrcMode::on) {
-      throw Error(Code::not_supported, "IBCOLL_XRC=on: " + device_->name() +
-                                           " has XRC, but ibcoll's XRC connections are not "
-                                           "built yet; use auto or off");
+      throw Error(Code::not_supported,
+                  "IBCOLL_XRC=on: XRC connections are made by the UD handshake, not by rdma_cm "
+                  "(IBCOLL_CM=rdmacm); use IBCOLL_CM=ud or IBCOLL_XRC=auto");
     }
-    IBCOLL_LOG(info, device_->name() << " supports XRC; ibcoll uses per-peer RC QPs on one "
-                                        "shared SRQ until its XRC path lands");
-    xrc_.reset();
+    IBCOLL_LOG(info, "IBCOLL_CM=rdmacm makes RC connections: XRC is not used");
+  } else {
+    xrc_ = open_xrc_domain(*device_, options.xrc, options.xrc_domain_file);
+    if (xrc_) {
+      IBCOLL_LOG(info, device_->name() << ": XRC, one INI QP per remote node and one XRC SRQ");
+    }
   }
   ibv_context* context = device_->context();
   pd_ = allocate_pd(context);
@@ -66,7 +67,8 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
       context, static_cast<int>(options.srq_depth + kDatagramWork + cq_budget_),
       options.event_channel);
   srq_ = std::make_unique<SharedReceiveQueue>(context, pd_.get(), options.srq_depth, slot_size_,
-                                              nullptr, nullptr);
+                                              xrc_ ? xrc_->get() : nullptr,
+                                              xrc_ ? cq_->get() : nullptr);
   send_slab_.reset(new std::byte[size_t{kSendSlots} * slot_size_]);
   send_mr_ = register_memory(pd_.get(), send_slab_.get(), size_t{kSendSlots} * slot_size_,
                              Access::device_reads);
@@ -82,10 +84,12 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
                               .pd = pd_.get(),
                               .cq = cq_->get(),
                               .srq = srq_->get(),
+                              .xrcd = xrc_ ? xrc_->get() : nullptr,
+                              .srq_num = xrc_ ? srq_->srq_num() : 0,
                               .options = options,
                               .rank = rank,
                               .size = size,
-                              .send_depth = kSendDepthPerPeer,
+                              .send_depth = kSendDepthPerQp,
                               .incarnation = incarnation};
   auto& listener = static_cast<Listener&>(*this);
   if (options.connect == ConnectMode::rdmacm) {
@@ -132,6 +136,16 @@ uint32_t VerbsChannel::new_id() {
 
 void VerbsChannel::ensure_connected(int peer) {
   connector_->connect(peer);
+}
+
+void VerbsChannel::connect(int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    throw Error(Code::invalid_argument, "connect: peer " + std::to_string(peer) +
+                                            " is outside [0, " + std::to_string(size_) +
+                                            ") or is this process");
+  }
+  if (peer_for_new_operation(peer).failed) return;
+  ensure_connected(peer);
 }
 
 std::vector<int> VerbsChannel::known_peers() const {
@@ -244,11 +258,12 @@ Status VerbsChannel::completion_error(const ibv_wc& wc, int peer, const char* wh
 
 void VerbsChannel::on_send_done(const ibv_wc& wc) {
   const SendSlot slot = slots_[work_index(wc.wr_id)];
-  retire_through(slot.peer, wc.wr_id);
+  SendQueue& queue = *peers_[slot.peer].queue;  // it was posted there
+  retire_through(queue, wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) {
     // Retries exhausted: the peer's port no longer answers.
-    return fail_peer(slot.peer, completion_error(wc, slot.peer, "send"),
-                     wc.status == IBV_WC_RETRY_EXC_ERR);
+    return fail_queue(queue, slot.peer, completion_error(wc, slot.peer, "send"),
+                      wc.status == IBV_WC_RETRY_EXC_ERR);
   }
   acknowledged(slot.peer, slot.probe);
   pump(slot.peer);
@@ -259,16 +274,19 @@ void VerbsChannel::on_send_done(const ibv_wc& wc) {
 void VerbsChannel::on_write_done(const ibv_wc& wc) {
   const uint64_t index = work_index(wc.wr_id);
   auto it = sends_.find(static_cast<uint32_t>(index));
-  if (it == sends_.end()) {  // its peer failed meanwhile: find whose queue holds it
-    for (int peer : known_peers())
-      retire_through(peer, wc.wr_id);
+  if (it == sends_.end()) {  // its peer failed meanwhile: find the queue that holds it
+    for (auto& [qp_num, queue] : queues_)
+      retire_through(queue, wc.wr_id);
     return;
   }
   SendOp& op = it->second;
   const int peer = op.peer;
-  retire_through(peer, wc.wr_id);
+  SendQueue& queue = *peers_[peer].queue;
+  retire_through(queue, wc.wr_id);
   --op.batches_in_flight;
-  if (wc.status != IBV_WC_SUCCESS) return fail_peer(peer, completion_error(wc, peer, "RDMA write"));
+  if (wc.status != IBV_WC_SUCCESS) {
+    return fail_queue(queue, peer, completion_error(wc, peer, "RDMA write"), false);
+  }
   acknowledged(peer, false);
   const bool last = (index & kLastBatch) != 0;
   if (last || (!op.done && op.batches_in_flight == 0)) {
@@ -317,7 +335,16 @@ void VerbsChannel::on_connected(int peer, bool announce) {
   p.connected = true;
   p.announce = announce;
   p.send_credits = connector_->granted_credits(peer);
-  p.max_send_wr = std::min(connector_->caps(peer).max_send_wr, kSendDepthPerPeer);
+  const SendPath path = connector_->send_path(peer);
+  SendQueue& queue = queues_[path.qp->qp_num];
+  if (!queue.qp) {
+    queue.qp = path.qp;
+    queue.caps = path.caps;
+    queue.max_send_wr = std::min(path.caps.max_send_wr, kSendDepthPerQp);
+  }
+  queue.peers.push_back(peer);
+  p.queue = &queue;
+  p.remote_srq_num = path.remote_srq_num;
   p.last_heard = now_ = Clock::now();
   pump(peer);
 }
@@ -328,11 +355,16 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
   p.failed = true;
   p.failure = status;
   if (gone && observer_) observer_->peer_gone(*this, peer, status);
-  if (ibv_qp* qp = p.connected ? connector_->queue_pair(peer) : nullptr) {
-    // Into the error state: whatever is still posted flushes back, giving its slots back.
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_ERR;
-    ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+  if (SendQueue* queue = p.queue) {
+    std::erase(queue->peers, peer);
+    // An XRC INI QP is left as it is: peers of its node not connected yet may still use it,
+    // and what this peer posted completes as the QP goes on (or fails with it).
+    if (queue->peers.empty() && !xrc_) {
+      // Into the error state: whatever is still posted flushes back, giving its slots back.
+      ibv_qp_attr attr{};
+      attr.qp_state = IBV_QPS_ERR;
+      ibv_modify_qp(queue->qp, &attr, IBV_QP_STATE);
+    }
   }
   p.outgoing.clear();
   p.notices.clear();
@@ -365,6 +397,17 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
   p.assembly.reset();
   credits_.close(peer);  // what it was lent is home, for the others
   tell_credit_notices();
+}
+
+void VerbsChannel::fail_queue(SendQueue& queue, int peer, const Status& status, bool gone) {
+  if (peer >= 0) fail_peer(peer, status, gone);
+  const std::vector<int> sharing = queue.peers;  // each failure takes its peer out
+  for (int other : sharing) {
+    fail_peer(other,
+              Status(Code::peer_failed, "the XRC connection to peer " + std::to_string(other) +
+                                            "'s node failed: " + status.message()),
+              gone);
+  }
 }
 
 void VerbsChannel::tell_peers_gone(uint32_t job_rank, Code code) {
@@ -424,7 +467,14 @@ void VerbsChannel::on_async_event() {
       case IBV_EVENT_QP_REQ_ERR:
       case IBV_EVENT_QP_ACCESS_ERR:
       case IBV_EVENT_PATH_MIG_ERR:
-        if (int peer = connector_->peer_of_qp(event.element.qp->qp_num); peer >= 0) {
+        if (auto queue = queues_.find(event.element.qp->qp_num);
+            queue != queues_.end() && !queue->second.peers.empty()) {
+          const int peer = queue->second.peers.front();
+          fail_queue(
+              queue->second, peer,
+              Status(Code::peer_failed, "connection to peer " + std::to_string(peer) + ": " + what),
+              false);
+        } else if (int peer = connector_->peer_of_qp(event.element.qp->qp_num); peer >= 0) {
           fail_peer(peer, Status(Code::peer_failed,
                                  "connection to peer " + std::to_string(peer) + ": " + what));
         }

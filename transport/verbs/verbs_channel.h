@@ -1,5 +1,6 @@
-// VerbsChannel: the Channel over verbs. One CQ, one SRQ for every peer, RC connections made on
-// demand (a ConnectionManager), and for each peer:
+// VerbsChannel: the Channel over verbs. One CQ, one SRQ for every peer (an XRC SRQ where the
+// node has an XRC domain), connections made on demand (a ConnectionManager: an RC QP per peer,
+// or an XRC INI QP per remote node), and for each peer:
 //  - eager messages (≤ eager_limit) copied into the peer's SRQ buffers, in parts of one
 //    buffer (eager_buffer) each, sent back to back and put together on arrival;
 //  - rendezvous for larger ones: request → the receiver registers its buffer and answers →
@@ -78,6 +79,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // Exchange these through the bootstrap, then hand every rank's to set_peer_addresses().
   EndpointAddress local_address() const;
   void set_peer_addresses(std::vector<EndpointAddress> addresses);
+
+  // Starts connecting to `peer` now rather than at its first message (nothing if connected,
+  // connecting, or the device has failed).
+  void connect(int peer);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -183,18 +188,28 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint64_t tag;
     uint32_t send_id;  // or, for rank_gone, the Code
   };
-  struct Peer {
-    Fifo<Outgoing> outgoing;
+  // A QP this process sends on, with what is posted on it: completions come in posting order
+  // per QP, so this is where sends retire. RC: one peer's QP. XRC: the INI QP of a remote node,
+  // shared by the peers there.
+  struct SendQueue {
+    ibv_qp* qp = nullptr;
+    QueueCaps caps;
     Fifo<Unacked> unacked;
     uint32_t unsignaled_run = 0;  // sends since the last signaled one
+    uint32_t in_flight = 0;       // work requests on the QP
+    uint32_t max_send_wr = 0;
+    std::vector<int> peers;  // the connected peers whose sends go on it
+  };
+  struct Peer {
+    Fifo<Outgoing> outgoing;
+    SendQueue* queue = nullptr;   // once connected
+    uint32_t remote_srq_num = 0;  // XRC: named in each send
     uint32_t send_credits = 0;
     uint32_t credits_to_return = 0;
     uint32_t credits_to_recall = 0;  // to ask back from the peer (a credit_recall to send)
     uint32_t credits_to_give_back = 0;
     bool give_back_due = false;  // the peer recalled: answer, even with none unused
-    uint32_t in_flight = 0;      // work requests on the QP
-    uint32_t max_send_wr = 0;
-    uint32_t open_ops = 0;  // our sends and receives that depend on the peer
+    uint32_t open_ops = 0;       // our sends and receives that depend on the peer
     bool connected = false, announce = false, keepalive = false, failed = false;
     bool probe_outstanding = false;  // a keepalive not yet acknowledged
     std::optional<Assembly> assembly;
@@ -247,11 +262,14 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   bool post_message(int peer, const wire::MessageHeader& header, const void* body, size_t body_size,
                     const void* payload, size_t payload_size);
   bool has_room(int peer, uint32_t wrs) const;
-  bool should_signal(Peer& p, bool probe);
-  void retire_through(int peer, uint64_t work_id);
+  bool should_signal(SendQueue& queue, bool probe);
+  void retire_through(SendQueue& queue, uint64_t work_id);
   // `gone`: the peer stopped answering the transport itself (keepalives, retries), so its
   // process or node is likely dead: the observer hears of it.
   void fail_peer(int peer, const Status& status, bool gone = false);
+  // The QP is in error (an error completion or event): every peer sending on it fails, `peer`
+  // (the one it was seen on, or -1) with `status`, the others because they share the QP.
+  void fail_queue(SendQueue& queue, int peer, const Status& status, bool gone);
   // The peers with state, listed first: visiting one may fail it, or make state for another.
   std::vector<int> known_peers() const;
   // The peer's state for a new send or receive; failed already if the device is.
@@ -280,9 +298,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   uint32_t cq_in_flight_ = 0;
   uint32_t unsignaled_ = 0;  // unsignaled sends holding send slots, over all peers
   CreditLedger credits_;
-  PeerMap<Peer> peers_;              // the peers dealt with, never every rank of the job
-  std::vector<int> peers_to_visit_;  // on_tick's list (a visit may fail a peer)
-  Status device_failure_;            // the port or device died: every peer, known or not
+  PeerMap<Peer> peers_;  // the peers dealt with, never every rank of the job
+  std::unordered_map<uint32_t, SendQueue> queues_;  // by QP number: one per connected peer or node
+  std::vector<int> peers_to_visit_;                 // on_tick's list (a visit may fail a peer)
+  Status device_failure_;  // the port or device died: every peer, known or not
   // Every message has a record here while it is under way; the pool keeps the freed ones for
   // the next messages (a node per send from the heap was the message path's last allocation).
   std::pmr::unsynchronized_pool_resource message_records_;

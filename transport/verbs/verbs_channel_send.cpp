@@ -13,7 +13,8 @@ namespace ibcoll::transport::verbs {
 
 bool VerbsChannel::has_room(int peer, uint32_t wrs) const {
   const Peer* p = peers_.find(peer);
-  return p && p->in_flight + wrs <= p->max_send_wr && cq_in_flight_ + wrs <= cq_budget_;
+  return p && p->queue && p->queue->in_flight + wrs <= p->queue->max_send_wr &&
+         cq_in_flight_ + wrs <= cq_budget_;
 }
 
 void VerbsChannel::pump(int peer) {
@@ -156,7 +157,8 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
   const size_t length = op.target.length;
   const size_t chunk = std::min<size_t>(device_->max_message_size(), kWriteChunkBytes);
   op.chunks = static_cast<uint32_t>(std::max<size_t>(1, (length + chunk - 1) / chunk));
-  const uint32_t room = std::min(p.max_send_wr - std::min(p.max_send_wr, p.in_flight),
+  SendQueue& queue = *p.queue;
+  const uint32_t room = std::min(queue.max_send_wr - std::min(queue.max_send_wr, queue.in_flight),
                                  cq_budget_ - std::min(cq_budget_, cq_in_flight_));
   const auto chunks_per_batch =
       static_cast<uint32_t>(std::max<size_t>(1, kWriteBatchBytes / chunk));
@@ -194,19 +196,20 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
     wrs[i].imm_data = htonl(op.target.recv_id);
     wrs[i].wr.rdma.remote_addr = op.target.address + offset;
     wrs[i].wr.rdma.rkey = op.target.rkey;
+    wrs[i].qp_type.xrc.remote_srqn = p.remote_srq_num;
     wrs[i].next = i + 1 < batch ? &wrs[i + 1] : nullptr;
   }
   ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(connector_->queue_pair(peer), wrs.data(), &bad)) {
+  if (int rc = ibv_post_send(queue.qp, wrs.data(), &bad)) {
     fail_peer(peer,
               Status(Code::system_error, "ibv_post_send (RDMA write) to peer " +
                                              std::to_string(peer) + ": " + std::strerror(rc)));
     return false;
   }
-  p.unacked.push_back({work_id, batch, true});
+  queue.unacked.push_back({work_id, batch, true});
   op.chunks_posted += batch;
   ++op.batches_in_flight;
-  p.in_flight += batch;
+  queue.in_flight += batch;
   cq_in_flight_ += batch;
   p.send_credits -= batch;
   counters_.bytes_sent += bytes_in_batch;
@@ -215,11 +218,11 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
 
 // Sends are signaled one in kSignalEvery, so most cost no completion at all. Probes are always
 // signaled (their acknowledgement is the point), and so is everything while unsignaled sends
-// hold too many slots: slots of a peer that goes quiet stay held until its next signaled one.
-bool VerbsChannel::should_signal(Peer& p, bool probe) {
-  if (probe || ++p.unsignaled_run >= kSignalEvery || unsignaled_ >= kSendSlots / 2 ||
+// hold too many slots: slots of a QP that goes quiet stay held until its next signaled one.
+bool VerbsChannel::should_signal(SendQueue& queue, bool probe) {
+  if (probe || ++queue.unsignaled_run >= kSignalEvery || unsignaled_ >= kSendSlots / 2 ||
       free_slots_.size() < kSendSlots / 4) {
-    p.unsignaled_run = 0;
+    queue.unsignaled_run = 0;
     return true;
   }
   return false;
@@ -227,20 +230,19 @@ bool VerbsChannel::should_signal(Peer& p, bool probe) {
 
 // Completions arrive in posting order per QP, so one completion for `work_id` means every
 // work request posted on that QP before it is done too.
-void VerbsChannel::retire_through(int peer, uint64_t work_id) {
-  Peer& p = peers_[peer];
-  auto found = std::find_if(p.unacked.begin(), p.unacked.end(),
+void VerbsChannel::retire_through(SendQueue& queue, uint64_t work_id) {
+  auto found = std::find_if(queue.unacked.begin(), queue.unacked.end(),
                             [&](const Unacked& u) { return u.work_id == work_id; });
-  if (found == p.unacked.end()) return;  // retired already (a later chunk of a flushed write)
-  for (auto retired = std::distance(p.unacked.begin(), found) + 1; retired > 0; --retired) {
-    const Unacked& u = p.unacked.front();
+  if (found == queue.unacked.end()) return;  // retired already (a later chunk of a flushed write)
+  for (auto retired = std::distance(queue.unacked.begin(), found) + 1; retired > 0; --retired) {
+    const Unacked& u = queue.unacked.front();
     if (work_kind(u.work_id) == WorkKind::send) {
       free_slots_.push_back(static_cast<uint32_t>(work_index(u.work_id)));
     }
     unsignaled_ -= !u.signaled;
-    p.in_flight -= u.wrs;
+    queue.in_flight -= u.wrs;
     cq_in_flight_ -= u.wrs;
-    p.unacked.pop_front();
+    queue.unacked.pop_front();
   }
 }
 
@@ -268,29 +270,30 @@ bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, con
   if (payload_size) std::memcpy(bytes + kHeaderBytes + body_size, payload, payload_size);
   const size_t total = kHeaderBytes + body_size + payload_size;
 
-  ibv_qp* qp = connector_->queue_pair(peer);
+  SendQueue& queue = *p.queue;
   ibv_sge sge{reinterpret_cast<uint64_t>(bytes), static_cast<uint32_t>(total), send_mr_->lkey};
   ibv_send_wr wr{};
   wr.wr_id = make_work_id(WorkKind::send, slot);
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
+  wr.qp_type.xrc.remote_srqn = p.remote_srq_num;
   const bool probe = h.type == wire::Type::keepalive;
-  const bool signaled = should_signal(p, probe);
+  const bool signaled = should_signal(queue, probe);
   wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) |
-                  (total <= connector_->caps(peer).max_inline_data ? IBV_SEND_INLINE : 0);
+                  (total <= queue.caps.max_inline_data ? IBV_SEND_INLINE : 0);
   ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qp, &wr, &bad)) {
+  if (int rc = ibv_post_send(queue.qp, &wr, &bad)) {
     fail_peer(peer, Status(Code::system_error, "ibv_post_send to peer " + std::to_string(peer) +
                                                    ": " + std::strerror(rc)));
     return false;
   }
   free_slots_.pop_back();
   slots_[slot] = {peer, probe};
-  p.unacked.push_back({wr.wr_id, 1, signaled});
+  queue.unacked.push_back({wr.wr_id, 1, signaled});
   unsignaled_ += !signaled;
   p.credits_to_return = 0;
-  ++p.in_flight;
+  ++queue.in_flight;
   ++cq_in_flight_;
   ++counters_.messages_sent;
   counters_.bytes_sent += payload_size;

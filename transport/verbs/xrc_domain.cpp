@@ -53,6 +53,13 @@ XrcDomain::XrcDomain(const Device& device, const std::string& path) : path_(path
                     std::to_string(err) + ")");
   }
   ++live_objects().xrcds;
+  if (!(device.attr().device_cap_flags & IBV_DEVICE_XRC)) {
+    xrcd_.reset();
+    ::close(fd_);
+    ::unlink(path_.c_str());
+    throw Error(Code::not_supported, "ibv_open_xrcd on " + device.name() +
+                                         " worked, but it reports no XRC (IBV_DEVICE_XRC)");
+  }
 }
 
 XrcDomain::~XrcDomain() {
