@@ -14,6 +14,26 @@ namespace {
 // still be in the node's store).
 std::atomic<int> contexts_made{0};
 
+// PMIx stays initialized from the first context to the end of the process (or the unloading of
+// the library). Finalizing at each context's end disconnects the process from its server: a rank
+// already in the next context's first fence while another was still finalizing saw that one as
+// gone (PMIx_Fence returned PARTIAL_SUCCESS, launch.Mpirun.two-contexts_Np3 under load), and the
+// late one then waited in a fence of its own. PMIx counts initializations, so a context's own
+// PMIx_Init and PMIx_Finalize only move the count above the one held here.
+void hold_pmix_for_the_process() {
+  struct Hold {
+    bool held = false;
+    Hold() {
+      pmix_proc_t me;
+      held = PMIx_Init(&me, nullptr, 0) == PMIX_SUCCESS;
+    }
+    ~Hold() {
+      if (held) PMIx_Finalize(nullptr, 0);
+    }
+  };
+  static Hold hold;
+}
+
 std::string failure_text(const std::string& call, pmix_status_t rc) {
   return "bootstrap: " + call + " failed: " + PMIx_Error_string(rc);
 }
@@ -72,6 +92,7 @@ PmixBootstrap::PmixBootstrap(std::chrono::milliseconds timeout) : timeout_(timeo
                                          "mpirun or srun --mpi=pmix?)");
   }
   try {
+    hold_pmix_for_the_process();
     nspace_ = me.nspace;
     size_ = static_cast<int>(job_number(nspace_, PMIX_JOB_SIZE));
     if (me.rank >= static_cast<pmix_rank_t>(size_)) {
