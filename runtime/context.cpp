@@ -88,15 +88,21 @@ void Context::connect_planned_peers() {
   std::vector<int> everyone(static_cast<size_t>(job_.size()));
   std::iota(everyone.begin(), everyone.end(), 0);
   const topo::Hierarchy hierarchy(placement_.places_of(everyone));
-  int remote = 0;
-  for (int peer : planned_peers(job_.rank(), hierarchy, communicator_policy())) {
-    if (channel_->channel_of(peer) != verbs_.get()) continue;  // shared memory: nothing to make
-    verbs_->connect(peer);
-    ++remote;
+  // Only a head start: whatever fails here is left to the first use of each connection.
+  try {
+    int connecting = 0;
+    for (int peer : planned_peers(job_.rank(), hierarchy, communicator_policy())) {
+      if (channel_->channel_of(peer) != verbs_.get()) continue;  // shared memory: nothing to make
+      verbs_->connect(peer);
+      ++connecting;
+    }
+    IBCOLL_LOG(info, "connecting to the " << connecting
+                                          << " verbs peers of the connection plan "
+                                             "(IBCOLL_CONNECT=planned)");
+  } catch (const Error& e) {
+    IBCOLL_LOG(warn, "connecting ahead to the plan's peers: " << e.what()
+                                                              << "; they connect on first use");
   }
-  IBCOLL_LOG(info, "connecting to the " << remote
-                                        << " verbs peers of the connection plan (IBCOLL_CONNECT="
-                                           "planned)");
 }
 #endif
 

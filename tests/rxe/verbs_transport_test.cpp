@@ -361,7 +361,8 @@ TEST(VerbsTransport, ASlowPeerIsWaitedForNotFailedAtTheHandshake) {
 }
 
 // Soft-RoCE has no XRC: auto falls back to RC on one SRQ and says so; on is a clear error
-// naming the device and errno (with IBCOLL_CM=rdmacm, naming that), and leaves nothing behind. The
+// naming the device and errno (with IBCOLL_CM=rdmacm, naming that), and leaves nothing behind;
+// a peer that says it uses XRC is refused by an RC channel. The
 // job's XRC domain file sits in a private directory (made 0700) and is gone once the attempt is
 // over.
 TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
@@ -397,6 +398,22 @@ TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
                      m);
         }
         rmdir(dir.c_str());
+        {
+          // A job whose nodes disagree (XRC on some only) is refused at the address exchange,
+          // naming the rank: RC QPs and XRC INIs cannot be connected to each other.
+          transport::verbs::VerbsChannel rc(0, 2, transport::verbs::Options{});
+          auto other = rc.local_address();
+          other.xrc = 1;
+          try {
+            rc.set_peer_addresses({rc.local_address(), other});
+            RANK_CHECK(false, "an XRC peer was accepted by an RC channel");
+          } catch (const Error& e) {
+            const std::string m = e.what();
+            RANK_CHECK(e.status().code() == Code::mismatch &&
+                           m.find("rank 1 connects through XRC") != std::string::npos,
+                       m);
+          }
+        }
         // rdma_cm makes RC connections only: XRC=on with it is refused before any domain.
         xrc_on.connect = transport::verbs::ConnectMode::rdmacm;
         try {

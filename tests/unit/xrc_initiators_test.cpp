@@ -55,7 +55,7 @@ TEST(XrcInitiators, ACreatorThatFailsHandsOverToTheNextPeerWaiting) {
   XrcInitiators::Initiator& ini = *table.join(10, roce_port(1)).initiator;
   table.join(11, roce_port(1));
   table.join(12, roce_port(1));
-  EXPECT_EQ(table.leave(10, ini), 11);
+  EXPECT_EQ(table.leave(10, ini).next_creator, 11);
   EXPECT_EQ(ini.creator, 11);
   EXPECT_EQ(ini.waiting, (std::vector<int>{12}));
   std::vector<int> ask;
@@ -69,7 +69,7 @@ TEST(XrcInitiators, AWaitingPeerThatFailsIsNotAsked) {
   XrcInitiators::Initiator& ini = *table.join(10, roce_port(1)).initiator;
   table.join(11, roce_port(1));
   table.join(12, roce_port(1));
-  EXPECT_EQ(table.leave(11, ini), -1);
+  EXPECT_EQ(table.leave(11, ini).next_creator, -1);
   std::vector<int> ask;
   ASSERT_TRUE(table.connect(ini, 10, 5, ask));
   EXPECT_EQ(ask, (std::vector<int>{12}));
@@ -81,14 +81,26 @@ TEST(XrcInitiators, APortEveryPeerLeftGetsANewInitiator) {
   table.join(11, roce_port(1));
   std::vector<int> ask;
   ASSERT_TRUE(table.connect(*ini, 10, 5, ask));
-  EXPECT_EQ(table.leave(10, *ini), -1) << "connected: no creator is needed any more";
+  EXPECT_EQ(table.leave(10, *ini).next_creator, -1) << "connected: no creator is needed any more";
   EXPECT_EQ(table.size(), 1u);
-  EXPECT_EQ(table.leave(11, *ini), -1);
+  EXPECT_EQ(table.leave(11, *ini).next_creator, -1);
   EXPECT_EQ(table.size(), 0u);
   const auto again = table.join(12, roce_port(1));
   EXPECT_TRUE(again.created);
   EXPECT_TRUE(again.ask_now);
   EXPECT_FALSE(again.initiator->connected);
+}
+
+// A creator whose INI could not be made leaves at once: the port is free for the next try.
+TEST(XrcInitiators, AJoinUndoneLeavesThePortFree) {
+  XrcInitiators table;
+  const auto first = table.join(10, roce_port(1));
+  ASSERT_TRUE(first.created);
+  const XrcInitiators::Left left = table.leave(10, *first.initiator);
+  EXPECT_EQ(left.next_creator, -1);
+  EXPECT_EQ(left.retired, nullptr) << "no QP was made: nothing to retire";
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_TRUE(table.join(11, roce_port(1)).created);
 }
 
 // InfiniBand ports differ by LID (the GID prefix is the subnet's), RoCE ports by GID.

@@ -9,6 +9,16 @@ void ConnectionManager::set_peer_addresses(std::vector<EndpointAddress> addresse
     throw Error(Code::invalid_argument, "peer addresses: expected " + std::to_string(setup_.size) +
                                             ", got " + std::to_string(addresses.size()));
   }
+  const uint8_t mine = setup_.xrcd ? 1 : 0;
+  for (size_t rank = 0; rank < addresses.size(); ++rank) {
+    if (addresses[rank].xrc != mine) {
+      throw Error(Code::mismatch,
+                  "rank " + std::to_string(rank) + " connects through " + (mine ? "RC" : "XRC") +
+                      " and rank " + std::to_string(setup_.rank) + " through " +
+                      (mine ? "XRC" : "RC") +
+                      ": XRC works on some nodes only; set IBCOLL_XRC=off (or on) for the job");
+    }
+  }
   addresses_ = std::move(addresses);
 }
 

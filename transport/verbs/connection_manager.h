@@ -28,6 +28,7 @@ struct EndpointAddress {
   uint64_t incarnation = 0;  // this endpoint's generation: a restarted peer is not confused
   uint8_t ip[16] = {};       // RdmaCmConnector: IPv6, or IPv4-mapped IPv6
   uint16_t cm_port = 0;      // RdmaCmConnector: the listening port
+  uint8_t xrc = 0;           // 1: it sends and receives through XRC (every rank must agree)
 };
 
 // The QP a peer's sends are posted on and how they name it. RC: the peer's own QP. XRC: the INI
@@ -79,7 +80,9 @@ class ConnectionManager {
   virtual ~ConnectionManager() = default;
 
   virtual EndpointAddress local_address() const = 0;
-  // Every rank's address, indexed by rank. Throws Error(invalid_argument) on a wrong count.
+  // Every rank's address, indexed by rank. Throws Error(invalid_argument) on a wrong count, and
+  // Error(mismatch) naming a rank that uses XRC where this one uses RC, or the other way round
+  // (IBCOLL_XRC=auto found XRC on some nodes only).
   void set_peer_addresses(std::vector<EndpointAddress> addresses);
   // Starts connecting if nothing is under way. Throws Error if the attempt cannot start.
   virtual void connect(int peer) = 0;

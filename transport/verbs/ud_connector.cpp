@@ -22,6 +22,7 @@ EndpointAddress UdConnector::local_address() const {
   address.port = setup_.device.address();
   address.ud_qp_num = ud_.qp_num();
   address.srq_num = setup_.srq_num;
+  address.xrc = xrc() ? 1 : 0;
   address.incarnation = setup_.incarnation;
   return address;
 }
@@ -41,27 +42,35 @@ void UdConnector::connect(int peer) {
   if (!have_addresses()) {
     throw Error(Code::internal, "connect before the peer addresses were exchanged");
   }
-  l.state = State::requested;
+  // The link is `requested` only once its QP exists: a QP that cannot be made leaves it idle.
   if (xrc()) {
+    const bool ask_now = join_initiator(peer, l);
+    l.state = State::requested;
     l.started = Clock::now();
-    if (join_initiator(peer, l)) send_handshake(peer, wire::Type::handshake_request);
+    if (ask_now) send_handshake(peer, wire::Type::handshake_request);
     return;
   }
   create_queue_pair(peer);
+  l.state = State::requested;
   IBCOLL_LOG(debug, "connecting to peer " << peer << " (QP " << l.qp->qp_num() << ")");
   send_handshake(peer, wire::Type::handshake_request);
 }
 
 bool UdConnector::join_initiator(int peer, Link& l) {
   const XrcInitiators::Joined joined = initiators_.join(peer, address_of(peer).port);
-  l.initiator = joined.initiator;
   if (joined.created) {
-    l.initiator->qp =
-        std::make_unique<XrcInitiator>(setup_.pd, setup_.cq, setup_.send_depth, setup_.device);
+    try {
+      joined.initiator->qp =
+          std::make_unique<XrcInitiator>(setup_.pd, setup_.cq, setup_.send_depth, setup_.device);
+    } catch (...) {
+      initiators_.leave(peer, *joined.initiator);  // the port stays free for the next try
+      throw;
+    }
     ++stats_.connections;
-    IBCOLL_LOG(debug, "XRC INI QP " << l.initiator->qp->qp_num() << " for peer " << peer
+    IBCOLL_LOG(debug, "XRC INI QP " << joined.initiator->qp->qp_num() << " for peer " << peer
                                     << "'s node; peer " << peer << " makes its TGT");
   }
+  l.initiator = joined.initiator;
   return joined.ask_now;
 }
 
@@ -201,9 +210,10 @@ void UdConnector::on_xrc_request(int peer, Link& l, const wire::HandshakeMessage
 void UdConnector::on_xrc_reply(int peer, Link& l, const wire::HandshakeMessage& m) {
   if (l.state != State::requested || !l.initiator) return;  // answered already
   XrcInitiators::Initiator& ini = *l.initiator;
-  std::vector<int> ask;
-  if (initiators_.connect(ini, peer, m.target_qp_num, ask)) {
-    ini.qp->connect(address_of(peer).port, m.target_qp_num, m.psn);
+  if (!ini.connected && ini.creator == peer) {
+    ini.qp->connect(address_of(peer).port, m.target_qp_num, m.psn);  // first: it may throw
+    std::vector<int> ask;
+    initiators_.connect(ini, peer, m.target_qp_num, ask);
     for (int waiting : ask)
       send_handshake(waiting, wire::Type::handshake_request);
   } else if (!ini.connected || m.target_qp_num != ini.target_qp_num) {
@@ -271,9 +281,14 @@ void UdConnector::forget(int peer) {
   Link& l = link(peer);
   l.state = State::failed;
   if (XrcInitiators::Initiator* ini = std::exchange(l.initiator, nullptr)) {
-    if (const int creator = initiators_.leave(peer, *ini); creator >= 0) {
-      send_handshake(creator, wire::Type::handshake_request);
+    const XrcInitiators::Left left = initiators_.leave(peer, *ini);
+    if (left.retired) {
+      // Into the error state: what unsignaled sends still hold flushes back to the channel.
+      ibv_qp_attr attr{};
+      attr.qp_state = IBV_QPS_ERR;
+      ibv_modify_qp(left.retired->get(), &attr, IBV_QP_STATE);
     }
+    if (left.next_creator >= 0) send_handshake(left.next_creator, wire::Type::handshake_request);
   }
 }
 

@@ -266,7 +266,7 @@ void VerbsChannel::on_send_done(const ibv_wc& wc) {
                       wc.status == IBV_WC_RETRY_EXC_ERR);
   }
   acknowledged(slot.peer, slot.probe);
-  pump(slot.peer);
+  pump_sharing(queue, slot.peer);
 }
 
 // A batch of a rendezvous's RDMA writes is complete (kLastBatch: its last). The send ends with
@@ -295,7 +295,15 @@ void VerbsChannel::on_write_done(const ibv_wc& wc) {
     --peers_[peer].open_ops;
     sends_.erase(it);
   }
+  pump_sharing(queue, peer);
+}
+
+void VerbsChannel::pump_sharing(SendQueue& queue, int peer) {
   pump(peer);
+  if (queue.peers.size() <= 1) return;  // RC, or alone on its INI
+  sharing_ = queue.peers;               // a pump may fail a peer, which leaves queue.peers
+  for (int other : sharing_)
+    if (other != peer) pump(other);
 }
 
 // Work on the peer's QP completed: its port acknowledged, so it lives. A probe posted behind
@@ -334,7 +342,8 @@ void VerbsChannel::on_connected(int peer, bool announce) {
   Peer& p = peers_[peer];
   p.connected = true;
   p.announce = announce;
-  p.send_credits = connector_->granted_credits(peer);
+  // Added: with XRC the peer's messages (and the credits they return) may come first.
+  p.send_credits += connector_->granted_credits(peer);
   const SendPath path = connector_->send_path(peer);
   SendQueue& queue = queues_[path.qp->qp_num];
   if (!queue.qp) {

@@ -253,6 +253,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   static Status withdrawn(int peer, const char* who);
 
   void pump(int peer);
+  // Work on `queue` completed: room on it for `peer`, and for the peers sharing it (XRC).
+  void pump_sharing(SendQueue& queue, int peer);
   bool post_outgoing(int peer, const Outgoing& item);
   bool post_rdma_write(int peer, uint32_t id);
   bool post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length,
@@ -301,6 +303,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   PeerMap<Peer> peers_;  // the peers dealt with, never every rank of the job
   std::unordered_map<uint32_t, SendQueue> queues_;  // by QP number: one per connected peer or node
   std::vector<int> peers_to_visit_;                 // on_tick's list (a visit may fail a peer)
+  std::vector<int> sharing_;                        // pump_sharing's list (a pump may fail a peer)
   Status device_failure_;  // the port or device died: every peer, known or not
   // Every message has a record here while it is under way; the pool keeps the freed ones for
   // the next messages (a node per send from the heap was the message path's last allocation).

@@ -36,17 +36,21 @@ bool XrcInitiators::connect(Initiator& initiator, int peer, uint32_t target_qp_n
   return true;
 }
 
-int XrcInitiators::leave(int peer, Initiator& initiator) {
+XrcInitiators::Left XrcInitiators::leave(int peer, Initiator& initiator) {
   std::erase(initiator.waiting, peer);
   if (--initiator.users == 0) {
-    if (initiator.qp) retired_.push_back(std::move(initiator.qp));
-    by_port_.erase(initiator.port);
-    return -1;
+    Left left;
+    if (initiator.qp) {
+      left.retired = initiator.qp.get();
+      retired_.push_back(std::move(initiator.qp));
+    }
+    by_port_.erase(by_port_.find(initiator.port));
+    return left;
   }
-  if (initiator.connected || initiator.creator != peer) return -1;
+  if (initiator.connected || initiator.creator != peer) return {};
   initiator.creator = initiator.waiting.front();  // users > 0: someone waits
   initiator.waiting.erase(initiator.waiting.begin());
-  return initiator.creator;
+  return {initiator.creator, nullptr};
 }
 
 }  // namespace ibcoll::transport::verbs

@@ -46,8 +46,12 @@ class XrcInitiators {
   // `peer` answered with its TGT: true if that connects `initiator` (the peer is its creator
   // and it was not connected); the peers to ask now are then in `ask`.
   bool connect(Initiator& initiator, int peer, uint32_t target_qp_num, std::vector<int>& ask);
-  // `peer` failed. Returns the peer to ask next as the INI's creator, or -1.
-  int leave(int peer, Initiator& initiator);
+  struct Left {
+    int next_creator = -1;            // the peer to ask next as the INI's creator, if any
+    XrcInitiator* retired = nullptr;  // the INI, if nobody uses it any more
+  };
+  // `peer` failed (or could not join: its INI's QP could not be made).
+  Left leave(int peer, Initiator& initiator);
 
   size_t size() const { return by_port_.size(); }  // INIs in use
   size_t retired() const { return retired_.size(); }
