@@ -193,7 +193,8 @@ void UdConnector::on_xrc_request(int peer, Link& l, const wire::HandshakeMessage
       if (l.target) peer_by_qp_.erase(l.target->qp_num());  // the peer's INI before this one
       l.target = std::move(target);
     } catch (const Error& e) {
-      // Its maker gone (the TGT with it), or the device refused: the peer asks again.
+      // The device refused, or every holder of the TGT has exited and taken it with them: the
+      // peer asks again, which helps only in the first case (docs/architecture.md, "XRC").
       IBCOLL_LOG(warn, "XRC request of peer " << peer << ": " << e.status().message());
       ++stats_.handshakes_dropped;
       return;
