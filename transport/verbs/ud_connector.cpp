@@ -289,7 +289,14 @@ void UdConnector::forget(int peer) {
       attr.qp_state = IBV_QPS_ERR;
       ibv_modify_qp(left.retired->get(), &attr, IBV_QP_STATE);
     }
-    if (left.next_creator >= 0) send_handshake(left.next_creator, wire::Type::handshake_request);
+    if (left.next_creator >= 0) {
+      // Inside the channel's failing of `peer`: a datagram that cannot go now is resent by tick.
+      try {
+        send_handshake(left.next_creator, wire::Type::handshake_request);
+      } catch (const Error& e) {
+        IBCOLL_LOG(warn, "XRC request to peer " << left.next_creator << ": " << e.what());
+      }
+    }
   }
 }
 
