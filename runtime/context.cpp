@@ -85,13 +85,11 @@ void Context::open_transports_and_world() {
 
 #ifdef IBCOLL_HAVE_VERBS
 void Context::connect_planned_peers() {
-  std::vector<int> everyone(static_cast<size_t>(job_.size()));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  const topo::Hierarchy hierarchy(placement_.places_of(everyone));
+  const topo::Hierarchy hierarchy(placement_.places_of(world_->members()));
   // Only a head start: whatever fails here is left to the first use of each connection.
   try {
     int connecting = 0;
-    for (int peer : planned_peers(job_.rank(), hierarchy, communicator_policy())) {
+    for (int peer : planned_peers(job_.rank(), hierarchy, world_->policy())) {
       if (channel_->channel_of(peer) != verbs_.get()) continue;  // shared memory: nothing to make
       verbs_->connect(peer);
       ++connecting;
@@ -106,13 +104,6 @@ void Context::connect_planned_peers() {
 }
 #endif
 
-collectives::Policy Context::communicator_policy() const {
-  collectives::Policy policy = job_.config().policy;
-  if (shm_) policy.single_copy = shm_->single_copy();
-  policy.tuning = tuning_;
-  return policy;
-}
-
 std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> members, int rank,
                                                          uint16_t id) {
   auto slots = slot_group(members, id);
@@ -124,9 +115,11 @@ std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> member
       node_members.push_back(members[static_cast<size_t>(m)]);
     node_slots = slot_group(node_members, id);
   }
-  return std::make_unique<Communicator>(*channel_, std::move(members), rank, id,
-                                        communicator_policy(), std::move(slots), hierarchy,
-                                        std::move(node_slots));
+  collectives::Policy policy = job_.config().policy;
+  if (shm_) policy.single_copy = shm_->single_copy();
+  policy.tuning = tuning_;
+  return std::make_unique<Communicator>(*channel_, std::move(members), rank, id, std::move(policy),
+                                        std::move(slots), hierarchy, std::move(node_slots));
 }
 
 // The node's ranks measure the thresholds no variable sets on a communicator of their own. Its

@@ -117,7 +117,6 @@ class Context {
   // IBCOLL_CONNECT=planned: starts the handshakes with the remote peers the connection plan
   // gives this rank, so that its first calls find them connected (any other: on first use).
   void connect_planned_peers();
-  collectives::Policy communicator_policy() const;  // what make_communicator gives each
   bool a_node_rank_exited() const;
   std::unique_ptr<collectives::Communicator> make_communicator(std::vector<int> members, int rank,
                                                                uint16_t id);

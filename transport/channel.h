@@ -58,11 +58,10 @@ class Channel : public Poller {
   void check_recv(int peer, const void* buffer, size_t capacity, const Completion& done) const;
   // The status of a receive of `message_bytes` into `capacity`: ok, or truncated.
   static Status receive_status(int peer, uint64_t message_bytes, size_t capacity);
+  // Throws Error(invalid_argument) for a peer outside the channel or this process, naming `call`.
+  void check_peer(int peer, const char* call) const;
 
   Observer* observer_ = nullptr;
-
- private:
-  void check_peer(int peer, const char* call) const;
 };
 
 }  // namespace ibcoll::transport

@@ -360,11 +360,26 @@ TEST(VerbsTransport, ASlowPeerIsWaitedForNotFailedAtTheHandshake) {
   expect_all_ok(exits);
 }
 
+// `call` must throw Error with `code`, its message holding each of `parts`; `succeeded` says
+// what it means if it does not throw.
+void expect_error(const std::function<void()>& call, Code code,
+                  std::initializer_list<const char*> parts, const std::string& succeeded) {
+  try {
+    call();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    RANK_CHECK(e.status().code() == code, m);
+    for (const char* part : parts)
+      RANK_CHECK(m.find(part) != std::string::npos, m);
+    return;
+  }
+  RANK_CHECK(false, succeeded);
+}
+
 // Soft-RoCE has no XRC: auto falls back to RC on one SRQ and says so; on is a clear error
 // naming the device and errno (with IBCOLL_CM=rdmacm, naming that), and leaves nothing behind;
-// a peer that says it uses XRC is refused by an RC channel. The
-// job's XRC domain file sits in a private directory (made 0700) and is gone once the attempt is
-// over.
+// a peer that says it uses XRC is refused by an RC channel. The job's XRC domain file sits in a
+// private directory (made 0700) and is gone once the attempt is over.
 TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
   RankOptions options;
   options.environment["IBCOLL_LOG"] = "info";
@@ -386,17 +401,9 @@ TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
         transport::verbs::Options xrc_on;
         xrc_on.xrc = transport::verbs::XrcMode::on;
         xrc_on.xrc_domain_file = dir + "/xrcd-on";
-        try {
-          transport::verbs::VerbsChannel channel(0, 1, xrc_on);
-          RANK_CHECK(false, "IBCOLL_XRC=on succeeded on a device without XRC");
-        } catch (const Error& e) {
-          const std::string m = e.what();
-          RANK_CHECK(e.status().code() == Code::not_supported, m);
-          RANK_CHECK(m.find("IBCOLL_XRC=on") != std::string::npos &&
-                         m.find("rxe0") != std::string::npos &&
-                         m.find("errno 95") != std::string::npos,
-                     m);
-        }
+        expect_error([&] { transport::verbs::VerbsChannel channel(0, 1, xrc_on); },
+                     Code::not_supported, {"IBCOLL_XRC=on", "rxe0", "errno 95"},
+                     "IBCOLL_XRC=on succeeded on a device without XRC");
         rmdir(dir.c_str());
         {
           // A job whose nodes disagree (XRC on some only) is refused at the address exchange,
@@ -404,27 +411,18 @@ TEST(VerbsTransport, XrcAutoFallsBackAndOnFails) {
           transport::verbs::VerbsChannel rc(0, 2, transport::verbs::Options{});
           auto other = rc.local_address();
           other.xrc = 1;
-          try {
-            rc.set_peer_addresses({rc.local_address(), other});
-            RANK_CHECK(false, "an XRC peer was accepted by an RC channel");
-          } catch (const Error& e) {
-            const std::string m = e.what();
-            RANK_CHECK(e.status().code() == Code::mismatch &&
-                           m.find("rank 1 connects through XRC") != std::string::npos,
-                       m);
-          }
+          expect_error(
+              [&] {
+                rc.set_peer_addresses({rc.local_address(), other});
+              },
+              Code::mismatch, {"rank 1 connects through XRC"},
+              "an XRC peer was accepted by an RC channel");
         }
         // rdma_cm makes RC connections only: XRC=on with it is refused before any domain.
         xrc_on.connect = transport::verbs::ConnectMode::rdmacm;
-        try {
-          transport::verbs::VerbsChannel channel(0, 1, xrc_on);
-          RANK_CHECK(false, "IBCOLL_XRC=on with IBCOLL_CM=rdmacm succeeded");
-        } catch (const Error& e) {
-          const std::string m = e.what();
-          RANK_CHECK(e.status().code() == Code::not_supported &&
-                         m.find("IBCOLL_CM=rdmacm") != std::string::npos,
-                     m);
-        }
+        expect_error([&] { transport::verbs::VerbsChannel channel(0, 1, xrc_on); },
+                     Code::not_supported, {"IBCOLL_CM=rdmacm"},
+                     "IBCOLL_XRC=on with IBCOLL_CM=rdmacm succeeded");
         RANK_CHECK(access(dir.c_str(), F_OK) != 0, "rdma_cm with XRC=on made the XRC directory");
         const auto& live = live_objects();
         RANK_CHECK(live.contexts == 0 && live.pds == 0 && live.cqs == 0 && live.srqs == 0 &&
@@ -677,14 +675,7 @@ TEST(VerbsTransport, BadMessageArgumentsAndTruncation) {
     char byte = 0;
     const auto ignore = [](const Status&, size_t) {};
     auto expect_invalid = [&](const std::function<void()>& call, const std::string& expect) {
-      try {
-        call();
-        RANK_CHECK(false, "accepted: " + expect);
-      } catch (const Error& e) {
-        RANK_CHECK(e.status().code() == Code::invalid_argument, e.what());
-        RANK_CHECK(std::string(e.what()).find(expect) != std::string::npos,
-                   std::string(e.what()) + " lacks: " + expect);
-      }
+      expect_error(call, Code::invalid_argument, {expect.c_str()}, "accepted: " + expect);
     };
     expect_invalid([&] { r.channel().send(2, 0, &byte, 1, ignore); }, "send: peer 2 is outside");
     expect_invalid([&] { r.channel().send(-1, 0, &byte, 1, ignore); }, "send: peer -1 is outside");

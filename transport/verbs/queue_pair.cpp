@@ -68,6 +68,12 @@ void connect_to(const Device& device, ibv_qp* qp, const PortAddress& remote, uin
   modify_qp(qp, attr, masks.rts, "RTS");
 }
 
+void move_to_error(ibv_qp* qp) {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+}
+
 void move_to_init(const Device& device, ibv_qp* qp, int access) {
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_INIT;
@@ -92,18 +98,29 @@ QueueCaps granted_caps(const ibv_qp_init_attr& init) {
   return {init.cap.max_send_wr, init.cap.max_inline_data};
 }
 
-RcQueuePair::RcQueuePair(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_depth,
-                         const Device& device)
-    : device_(device), psn_(random_psn()) {
-  ibv_qp_init_attr init = rc_init_attr(cq, srq, send_depth);
-  qp_ = create_qp(pd, init);
-  caps_ = granted_caps(init);
-  move_to_init(device, qp_.get(), IBV_ACCESS_REMOTE_WRITE);
+ConnectedQueuePair::ConnectedQueuePair(CreatedQueuePair created, int access, const Device& device)
+    : device_(device), qp_(std::move(created.qp)), caps_(created.caps), psn_(random_psn()) {
+  move_to_init(device, qp_.get(), access);
 }
 
-void RcQueuePair::connect(const PortAddress& remote, uint32_t remote_qp_num, uint32_t remote_psn) {
+void ConnectedQueuePair::connect(const PortAddress& remote, uint32_t remote_qp_num,
+                                 uint32_t remote_psn) {
   connect_to(device_, qp_.get(), remote, remote_qp_num, remote_psn, psn_);
 }
+
+namespace {
+
+CreatedQueuePair create_rc_qp(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_depth) {
+  ibv_qp_init_attr init = rc_init_attr(cq, srq, send_depth);
+  QueuePairHandle qp = create_qp(pd, init);
+  return {std::move(qp), granted_caps(init)};
+}
+
+}  // namespace
+
+RcQueuePair::RcQueuePair(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_depth,
+                         const Device& device)
+    : ConnectedQueuePair(create_rc_qp(pd, cq, srq, send_depth), IBV_ACCESS_REMOTE_WRITE, device) {}
 
 UdQueuePair::UdQueuePair(ibv_pd* pd, ibv_cq* cq, const Device& device, uint32_t qkey,
                          uint32_t depth, size_t message_size)

@@ -33,6 +33,9 @@ uint32_t random_psn();  // a fresh 24-bit packet sequence number
 ibv_ah_attr address_to(const Device& device, const PortAddress& remote);
 // Throws Error(system_error) naming the state and the QP.
 void modify_qp(ibv_qp* qp, ibv_qp_attr& attr, int mask, const char* state);
+// Into the error state, so that whatever is still posted flushes back (never throws: it runs
+// while a peer is being failed).
+void move_to_error(ibv_qp* qp);
 // RESET → INIT on the device's port, allowing the peer `access` (IBV_ACCESS_* bits).
 void move_to_init(const Device& device, ibv_qp* qp, int access);
 // The attributes INIT → RTR and RTR → RTS give a QP of `type` (RC, XRC INI or TGT): the kernel
@@ -51,22 +54,37 @@ ibv_qp_init_attr rc_init_attr(ibv_cq* cq, ibv_srq* srq, uint32_t send_depth);
 // What the provider granted, read back from the attributes create filled in.
 QueueCaps granted_caps(const ibv_qp_init_attr& init);
 
-class RcQueuePair {
- public:
-  RcQueuePair(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_depth, const Device& device);
+// A QP as created, with what the provider granted (read back from the create call's attributes).
+struct CreatedQueuePair {
+  QueuePairHandle qp;
+  QueueCaps caps;
+};
 
+// A QP connected to one remote QP, as RC and XRC INI QPs are: made with its capabilities read
+// back and moved to INIT by its kind's constructor, to RTR and RTS by connect().
+class ConnectedQueuePair {
+ public:
   uint32_t qp_num() const { return qp_->qp_num; }
   uint32_t psn() const { return psn_; }
   const QueueCaps& caps() const { return caps_; }
   ibv_qp* get() const { return qp_.get(); }
-  // INIT → RTR → RTS towards the remote QP.
+  // INIT → RTR → RTS towards the remote QP (for an XRC INI, the TGT its node made for it).
   void connect(const PortAddress& remote, uint32_t remote_qp_num, uint32_t remote_psn);
+
+ protected:
+  // `access`: what the peer may do to us (IBV_ACCESS_* bits).
+  ConnectedQueuePair(CreatedQueuePair created, int access, const Device& device);
 
  private:
   const Device& device_;
   QueuePairHandle qp_;
   QueueCaps caps_;
   uint32_t psn_;
+};
+
+class RcQueuePair final : public ConnectedQueuePair {
+ public:
+  RcQueuePair(ibv_pd* pd, ibv_cq* cq, ibv_srq* srq, uint32_t send_depth, const Device& device);
 };
 
 class UdQueuePair {

@@ -283,12 +283,8 @@ void UdConnector::forget(int peer) {
   l.state = State::failed;
   if (XrcInitiators::Initiator* ini = std::exchange(l.initiator, nullptr)) {
     const XrcInitiators::Left left = initiators_.leave(peer, *ini);
-    if (left.retired) {
-      // Into the error state: what unsignaled sends still hold flushes back to the channel.
-      ibv_qp_attr attr{};
-      attr.qp_state = IBV_QPS_ERR;
-      ibv_modify_qp(left.retired->get(), &attr, IBV_QP_STATE);
-    }
+    // What unsignaled sends still hold on it flushes back to the channel.
+    if (left.retired) move_to_error(left.retired->get());
     if (left.next_creator >= 0) {
       // Inside the channel's failing of `peer`: a datagram that cannot go now is resent by tick.
       try {

@@ -139,11 +139,7 @@ void VerbsChannel::ensure_connected(int peer) {
 }
 
 void VerbsChannel::connect(int peer) {
-  if (peer < 0 || peer >= size_ || peer == rank_) {
-    throw Error(Code::invalid_argument, "connect: peer " + std::to_string(peer) +
-                                            " is outside [0, " + std::to_string(size_) +
-                                            ") or is this process");
-  }
+  check_peer(peer, "connect");
   if (peer_for_new_operation(peer).failed) return;
   ensure_connected(peer);
 }
@@ -366,14 +362,10 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
   if (gone && observer_) observer_->peer_gone(*this, peer, status);
   if (SendQueue* queue = p.queue) {
     std::erase(queue->peers, peer);
-    // An XRC INI QP is left as it is: peers of its node not connected yet may still use it,
-    // and what this peer posted completes as the QP goes on (or fails with it).
-    if (queue->peers.empty() && !xrc_) {
-      // Into the error state: whatever is still posted flushes back, giving its slots back.
-      ibv_qp_attr attr{};
-      attr.qp_state = IBV_QPS_ERR;
-      ibv_modify_qp(queue->qp, &attr, IBV_QP_STATE);
-    }
+    // Its RC QP goes into the error state: whatever is still posted flushes back, giving its
+    // slots back. An XRC INI is left to the connector, which retires it once no peer (connected
+    // or not yet) uses it; what this peer posted on it completes as the QP goes on.
+    if (queue->peers.empty() && !xrc_) move_to_error(queue->qp);
   }
   p.outgoing.clear();
   p.notices.clear();
@@ -409,7 +401,7 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
 }
 
 void VerbsChannel::fail_queue(SendQueue& queue, int peer, const Status& status, bool gone) {
-  if (peer >= 0) fail_peer(peer, status, gone);
+  fail_peer(peer, status, gone);
   const std::vector<int> sharing = queue.peers;  // each failure takes its peer out
   for (int other : sharing) {
     fail_peer(other,

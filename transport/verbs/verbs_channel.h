@@ -270,7 +270,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // process or node is likely dead: the observer hears of it.
   void fail_peer(int peer, const Status& status, bool gone = false);
   // The QP is in error (an error completion or event): every peer sending on it fails, `peer`
-  // (the one it was seen on, or -1) with `status`, the others because they share the QP.
+  // (the one it was seen on) with `status`, the others because they share the QP.
   void fail_queue(SendQueue& queue, int peer, const Status& status, bool gone);
   // The peers with state, listed first: visiting one may fail it, or make state for another.
   std::vector<int> known_peers() const;

@@ -2,8 +2,10 @@
 
 namespace ibcoll::transport::verbs {
 
-XrcInitiator::XrcInitiator(ibv_pd* pd, ibv_cq* cq, uint32_t send_depth, const Device& device)
-    : device_(device), psn_(random_psn()) {
+namespace {
+
+CreatedQueuePair create_initiator_qp(ibv_pd* pd, ibv_cq* cq, uint32_t send_depth,
+                                     const Device& device) {
   ibv_qp_init_attr_ex init{};
   init.qp_type = IBV_QPT_XRC_SEND;
   init.comp_mask = IBV_QP_INIT_ATTR_PD;
@@ -12,14 +14,15 @@ XrcInitiator::XrcInitiator(ibv_pd* pd, ibv_cq* cq, uint32_t send_depth, const De
   init.cap.max_send_wr = send_depth;
   init.cap.max_send_sge = 1;
   init.cap.max_inline_data = 64;
-  qp_ = create_qp_ex(device.context(), init);
-  caps_ = {init.cap.max_send_wr, init.cap.max_inline_data};
-  move_to_init(device, qp_.get(), 0);  // it only sends: no remote access to grant
+  QueuePairHandle qp = create_qp_ex(device.context(), init);
+  return {std::move(qp), {init.cap.max_send_wr, init.cap.max_inline_data}};
 }
 
-void XrcInitiator::connect(const PortAddress& remote, uint32_t target_qp_num, uint32_t target_psn) {
-  connect_to(device_, qp_.get(), remote, target_qp_num, target_psn, psn_);
-}
+}  // namespace
+
+// It only sends: no remote access to grant.
+XrcInitiator::XrcInitiator(ibv_pd* pd, ibv_cq* cq, uint32_t send_depth, const Device& device)
+    : ConnectedQueuePair(create_initiator_qp(pd, cq, send_depth, device), 0, device) {}
 
 XrcTarget XrcTarget::create(const Device& device, ibv_xrcd* xrcd, const PortAddress& remote,
                             uint32_t initiator_qp_num, uint32_t initiator_psn) {

@@ -18,22 +18,9 @@
 
 namespace ibcoll::transport::verbs {
 
-class XrcInitiator {
+class XrcInitiator final : public ConnectedQueuePair {
  public:
   XrcInitiator(ibv_pd* pd, ibv_cq* cq, uint32_t send_depth, const Device& device);
-
-  uint32_t qp_num() const { return qp_->qp_num; }
-  uint32_t psn() const { return psn_; }
-  const QueueCaps& caps() const { return caps_; }
-  ibv_qp* get() const { return qp_.get(); }
-  // INIT → RTR → RTS towards the TGT QP the remote node made for it.
-  void connect(const PortAddress& remote, uint32_t target_qp_num, uint32_t target_psn);
-
- private:
-  const Device& device_;
-  QueuePairHandle qp_;
-  QueueCaps caps_;
-  uint32_t psn_;
 };
 
 class XrcTarget {
