@@ -33,6 +33,8 @@ class Fifo {
   T& front() { return items_[head_]; }
   iterator begin() { return items_.begin() + static_cast<std::ptrdiff_t>(head_); }
   iterator end() { return items_.end(); }
+  auto begin() const { return items_.begin() + static_cast<std::ptrdiff_t>(head_); }
+  auto end() const { return items_.end(); }
 
   void push_back(T item) {
     if (empty()) {

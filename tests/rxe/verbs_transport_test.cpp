@@ -629,6 +629,55 @@ TEST(VerbsTransport, KilledPeerFailsItsOperationsOnly) {
     EXPECT_TRUE(exits[rank].ok()) << describe(exits);
 }
 
+// A send's completion, and the RDMA writes still posted when it came: none may be, since the
+// device reads the caller's buffer until they complete.
+struct SendEnding : Transfer {
+  uint64_t writes_posted = 0;
+};
+transport::Completion record_ending(SendEnding& t, transport::verbs::VerbsChannel& channel) {
+  return [&t, &channel](const Status& s, size_t bytes) {
+    record(t)(s, bytes);
+    t.writes_posted = channel.counters().rdma_writes_in_flight;
+  };
+}
+
+// A peer killed while a rendezvous's RDMA writes to it are in flight: the send fails, naming
+// the peer, and only once none of its writes is posted any more (each completed or flushed
+// back), so that the caller's buffer is no longer read by the device when the failure arrives.
+TEST(VerbsTransport, ASendToAKilledPeerEndsAfterItsWritesDo) {
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "30s";
+  options.environment["IBCOLL_KEEPALIVE"] = "300ms";
+  constexpr size_t kBig = 64 << 20;
+  constexpr size_t kChunk = transport::verbs::VerbsChannel::kWriteChunkBytes;
+  auto exits = run_ranks(
+      2,
+      [](int me, int) {
+        runtime::VerbsEndpoint r;
+        if (me == 1) {
+          std::vector<std::byte> into(kBig, std::byte{0});
+          Transfer never;
+          r.channel().recv(0, 1, into.data(), kBig, record(never));
+          const volatile std::byte* third_chunk = into.data() + 2 * kChunk;
+          r.wait([&] { return *third_chunk != std::byte{0}; }, "the third chunk");
+          raise(SIGKILL);
+        }
+        std::vector<std::byte> data(kBig, std::byte{1});
+        SendEnding sent;
+        r.channel().send(1, 1, data.data(), kBig, record_ending(sent, r.channel()));
+        r.wait([&] { return sent.done; }, "the send");
+        RANK_CHECK(sent.status.code() == Code::peer_failed, sent.status.to_string());
+        RANK_CHECK(sent.status.message().find("peer 1") != std::string::npos,
+                   sent.status.message());
+        RANK_CHECK(sent.writes_posted == 0, std::to_string(sent.writes_posted) +
+                                                " RDMA writes still posted when the send failed");
+        return 0;
+      },
+      options);
+  EXPECT_EQ(exits[1].signal, SIGKILL) << describe(exits);
+  EXPECT_TRUE(exits[0].ok()) << describe(exits);
+}
+
 // Bad device names, ports and GID indexes are clear errors that leave nothing created.
 TEST(VerbsTransport, BadDeviceSettingsAreClearErrors) {
   auto exits = run_ranks(1, [](int, int) {
@@ -844,18 +893,21 @@ bool untouched(const std::vector<std::byte>& buffer) {
 // A rendezvous receive withdrawn after it answered (the sender has its address and key, but
 // waits at a barrier without polling): its registration goes at once, so when the sender goes
 // on, its RDMA write cannot land; the buffer stays untouched, and the send ends in an error,
-// either the receiver's news or the write failing on the wire.
+// either the receiver's news or the write failing on the wire, once its write is no longer
+// posted.
 TEST(VerbsTransport, AnAnsweredReceiveWithdrawnTakesNoLateWrite) {
   expect_all_ok(run_ranks(2, [](int me, int) {
     runtime::VerbsEndpoint r;
     if (me == 0) {
       std::vector<std::byte> data(kRendezvous, std::byte{1});
-      Transfer sent;
-      r.channel().send(1, 1, data.data(), kRendezvous, record(sent));
+      SendEnding sent;
+      r.channel().send(1, 1, data.data(), kRendezvous, record_ending(sent, r.channel()));
       r.wait([&] { return r.channel().counters().rendezvous_sent == 1; }, "the request");
       r.bootstrap().barrier("withdrawn");
       r.wait([&] { return sent.done; }, "the send");
       RANK_CHECK(!sent.status.ok(), "a write into a withdrawn receive succeeded");
+      RANK_CHECK(sent.writes_posted == 0, std::to_string(sent.writes_posted) +
+                                              " RDMA writes still posted when the send ended");
     } else {
       std::vector<std::byte> into(kRendezvous, kUntouched);
       Transfer dropped;

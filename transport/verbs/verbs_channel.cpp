@@ -266,38 +266,52 @@ void VerbsChannel::on_send_done(const ibv_wc& wc) {
 }
 
 // A batch of a rendezvous's RDMA writes is complete (kLastBatch: its last). The send ends with
-// its last batch, or, withdrawn midway, once no batch of it is in flight any more.
+// its last batch, or, withdrawn midway or failed with its peer, once no batch of it is in flight
+// any more: until then the device may still read the caller's buffer.
 void VerbsChannel::on_write_done(const ibv_wc& wc) {
   const uint64_t index = work_index(wc.wr_id);
   auto it = sends_.find(static_cast<uint32_t>(index));
-  if (it == sends_.end()) {  // its peer failed meanwhile: find the queue that holds it
-    for (auto& [qp_num, queue] : queues_)
-      retire_through(queue, wc.wr_id);
+  if (it == sends_.end()) {  // a send ends after its last work request completes
+    IBCOLL_LOG(error, "RDMA write completion for no send (work id " << wc.wr_id << ")");
     return;
   }
   SendOp& op = it->second;
   const int peer = op.peer;
-  SendQueue& queue = *peers_[peer].queue;
-  retire_through(queue, wc.wr_id);
-  --op.batches_in_flight;
+  Peer& p = peers_[peer];
+  SendQueue& queue = *p.queue;
+  const bool leading = (index & kLeadingChunk) != 0;
+  if (!leading) retire_through(queue, wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) {
-    return fail_queue(queue, peer, completion_error(wc, peer, "RDMA write"), false);
+    // The QP is in error: an INI fails every peer behind it (this one perhaps failed already).
+    // The batch still counts as in flight here, so failing the peer leaves the send to us.
+    fail_queue(queue, peer, completion_error(wc, peer, "RDMA write"), false);
   }
-  acknowledged(peer, false);
-  const bool last = (index & kLastBatch) != 0;
-  if (last || (!op.done && op.batches_in_flight == 0)) {
-    if (op.registration) registrations_->release(op.registration);
-    completions_.add(std::move(op.done), Status(), op.length);  // none if withdrawn
-    --peers_[peer].open_ops;
-    sends_.erase(it);
+  if (!leading) --op.batches_in_flight;
+  if (p.failed) {
+    if (op.batches_in_flight == 0) end_send(it, op.cut.ok() ? p.failure : op.cut, 0);
+  } else {
+    acknowledged(peer, false);
+    const bool last = (index & kLastBatch) != 0;
+    if (last || ((!op.done || !op.cut.ok()) && op.batches_in_flight == 0)) {
+      --p.open_ops;
+      end_send(it, op.cut, op.cut.ok() ? op.length : 0);
+    }
   }
   pump_sharing(queue, peer);
 }
 
+void VerbsChannel::end_send(Sends::iterator send, const Status& status, size_t bytes) {
+  if (send->second.registration) registrations_->release(send->second.registration);
+  completions_.add(std::move(send->second.done), status, bytes);
+  sends_.erase(send);
+}
+
 void VerbsChannel::pump_sharing(SendQueue& queue, int peer) {
-  pump(peer);
-  if (queue.peers.size() <= 1) return;  // RC, or alone on its INI
-  sharing_ = queue.peers;               // a pump may fail a peer, which leaves queue.peers
+  pump(peer);  // nothing if it failed, which took it out of queue.peers
+  if (queue.peers.empty() || (queue.peers.size() == 1 && queue.peers.front() == peer)) {
+    return;  // RC, or alone on its INI
+  }
+  sharing_ = queue.peers;  // a pump may fail a peer, which leaves queue.peers
   for (int other : sharing_)
     if (other != peer) pump(other);
 }
@@ -374,13 +388,12 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
   ++counters_.failed_peers;
   IBCOLL_LOG(warn, "peer " << peer << " failed: " << status.message());
   for (auto it = sends_.begin(); it != sends_.end();) {
-    if (it->second.peer != peer) {
-      ++it;
-      continue;
+    auto send = it++;
+    // A write in flight may still read the caller's buffer: on an RC QP until it flushes back,
+    // on a shared XRC INI (left running) until it completes. The send ends when it does.
+    if (send->second.peer == peer && send->second.batches_in_flight == 0) {
+      end_send(send, send->second.cut.ok() ? status : send->second.cut, 0);
     }
-    if (it->second.registration) registrations_->release(it->second.registration);
-    completions_.add(std::move(it->second.done), status, 0);
-    it = sends_.erase(it);
   }
   for (auto it = rendezvous_.begin(); it != rendezvous_.end();) {
     if (it->second.peer != peer) {
@@ -503,6 +516,11 @@ ChannelCounters VerbsChannel::counters() const {
   c.posted_receives = srq_->posted();
   c.srq_depth = srq_->depth();
   c.srq_limit_events = srq_->limit_events();
+  for (const auto& [qp_num, queue] : queues_) {
+    c.rdma_writes_in_flight += std::ranges::count_if(queue.unacked, [](const Unacked& u) {
+      return work_kind(u.work_id) == WorkKind::rdma_write;
+    });
+  }
   c.registration_hits = registrations_->stats().hits;
   c.registration_misses = registrations_->stats().misses;
   return c;

@@ -58,6 +58,7 @@ struct ChannelCounters {
   uint64_t handshake_retries = 0;
   uint64_t srq_limit_events = 0;
   uint64_t failed_peers = 0;
+  uint64_t rdma_writes_in_flight = 0;  // batches posted and not yet complete
   uint64_t registration_hits = 0, registration_misses = 0;
 };
 
@@ -105,8 +106,11 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   static constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);
   static constexpr uint32_t kSendSlots = 256;   // registered eager send buffers
   static constexpr uint32_t kSignalEvery = 16;  // one send in this many asks for a completion
-  // In an RDMA write's work id, beside the send id: the batch holds the write's last chunk.
+  // In an RDMA write's work id, beside the send id: the batch holds the write's last chunk; the
+  // chunk is not its batch's last (unsignaled: it completes only in error, before its batch's
+  // last chunk, which retires the batch).
   static constexpr uint64_t kLastBatch = uint64_t{1} << 40;
+  static constexpr uint64_t kLeadingChunk = uint64_t{1} << 41;
 
   struct SendOp {
     int peer;
@@ -123,6 +127,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint32_t chunks = 0;             // in all, once the first batch is posted
     uint32_t chunks_posted = 0;      // so far: the device reads the buffer until they complete
     uint32_t batches_in_flight = 0;  // posted and not yet complete
+    Status cut{};  // the receiver withdrew: no more batches, and it ends so once none is in flight
   };
   using Sends = std::pmr::unordered_map<uint32_t, SendOp>;
   struct PostedRecv {
@@ -257,6 +262,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void pump_sharing(SendQueue& queue, int peer);
   bool post_outgoing(int peer, const Outgoing& item);
   bool post_rdma_write(int peer, uint32_t id);
+  // One batch of the write: none (no credits or room, or the peer failed), more to come, or
+  // the last (or none needed: the send ended or was withdrawn).
+  enum class Batch { none, more, last };
+  Batch post_write_batch(int peer, uint32_t id);
   bool post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length,
                        size_t& offset);
   bool post_eager_parts(int peer, Sends::iterator send);
@@ -272,6 +281,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // The QP is in error (an error completion or event): every peer sending on it fails, `peer`
   // (the one it was seen on) with `status`, the others because they share the QP.
   void fail_queue(SendQueue& queue, int peer, const Status& status, bool gone);
+  // Deregisters its buffer (no write of it is in flight) and completes it (unless withdrawn).
+  void end_send(Sends::iterator send, const Status& status, size_t bytes);
   // The peers with state, listed first: visiting one may fail it, or make state for another.
   std::vector<int> known_peers() const;
   // The peer's state for a new send or receive; failed already if the device is.

@@ -148,11 +148,21 @@ bool VerbsChannel::post_eager_parts(int peer, Sends::iterator send) {
 // batches of what the credits, the QP and the CQ allow, and of at most kWriteBatchBytes, so that
 // completions keep coming on a slow link (each shows the peer alive to the keepalive check);
 // the write stays at the head of the peer's queue until its last batch is posted. True once it
-// is.
+// is. Batches go one after another while the credits and room last, so the link stays busy
+// while a completion is on its way.
 bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
+  for (;;) {
+    const Batch batch = post_write_batch(peer, id);
+    if (batch != Batch::more) return batch == Batch::last;
+  }
+}
+
+VerbsChannel::Batch VerbsChannel::post_write_batch(int peer, uint32_t id) {
   Peer& p = peers_[peer];
   auto it = sends_.find(id);
-  if (it == sends_.end() || !it->second.done) return true;  // ended, or withdrawn: no more
+  if (it == sends_.end() || !it->second.done || !it->second.cut.ok()) {
+    return Batch::last;  // ended, or withdrawn (here or by the receiver): no more
+  }
   SendOp& op = it->second;
   const size_t length = op.target.length;
   const size_t chunk = std::min<size_t>(device_->max_message_size(), kWriteChunkBytes);
@@ -167,7 +177,7 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
   if (batch == 0) {
     if (p.send_credits == 0) ++counters_.credit_stalls;
     starved_ |= cq_in_flight_ >= cq_budget_;
-    return false;
+    return Batch::none;
   }
   try {
     if (length > 0 && !op.registration) {
@@ -175,7 +185,7 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
     }
   } catch (const Error& e) {
     fail_peer(peer, e.status());
-    return false;
+    return Batch::none;
   }
   const bool last = op.chunks_posted + batch == op.chunks;
   const uint64_t work_id = make_work_id(WorkKind::rdma_write, id | (last ? kLastBatch : 0));
@@ -188,7 +198,7 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
     bytes_in_batch += bytes;
     sges[i] = {reinterpret_cast<uint64_t>(op.data + offset), static_cast<uint32_t>(bytes),
                op.registration ? op.registration->mr->lkey : 0};
-    wrs[i].wr_id = work_id;
+    wrs[i].wr_id = i + 1 == batch ? work_id : work_id | kLeadingChunk;
     wrs[i].sg_list = bytes > 0 ? &sges[i] : nullptr;
     wrs[i].num_sge = bytes > 0 ? 1 : 0;
     wrs[i].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -204,7 +214,7 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
     fail_peer(peer,
               Status(Code::system_error, "ibv_post_send (RDMA write) to peer " +
                                              std::to_string(peer) + ": " + std::strerror(rc)));
-    return false;
+    return Batch::none;
   }
   queue.unacked.push_back({work_id, batch, true});
   op.chunks_posted += batch;
@@ -213,7 +223,7 @@ bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
   cq_in_flight_ += batch;
   p.send_credits -= batch;
   counters_.bytes_sent += bytes_in_batch;
-  return last;
+  return last ? Batch::last : Batch::more;
 }
 
 // Sends are signaled one in kSignalEvery, so most cost no completion at all. Probes are always
@@ -233,7 +243,7 @@ bool VerbsChannel::should_signal(SendQueue& queue, bool probe) {
 void VerbsChannel::retire_through(SendQueue& queue, uint64_t work_id) {
   auto found = std::find_if(queue.unacked.begin(), queue.unacked.end(),
                             [&](const Unacked& u) { return u.work_id == work_id; });
-  if (found == queue.unacked.end()) return;  // retired already (a later chunk of a flushed write)
+  if (found == queue.unacked.end()) return;
   for (auto retired = std::distance(queue.unacked.begin(), found) + 1; retired > 0; --retired) {
     const Unacked& u = queue.unacked.front();
     if (work_kind(u.work_id) == WorkKind::send) {

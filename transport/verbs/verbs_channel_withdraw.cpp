@@ -146,14 +146,13 @@ void VerbsChannel::on_receive_withdrawn(int peer, uint32_t send_id) {
   auto it = sends_.find(send_id);
   if (it == sends_.end() || it->second.peer != peer) return;  // ended, or withdrawn here too
   SendOp& op = it->second;
-  completions_.add(std::move(op.done), withdrawn(peer, "receiver"), 0);
+  op.cut = withdrawn(peer, "receiver");
   // Writes posted before the news fail on the wire (the receiver's buffer is deregistered),
   // and the connection with them; no later batch goes (post_rdma_write), and a send with
-  // writes in flight is dropped once they are done (on_write_done).
+  // writes in flight ends once they are done (on_write_done): until then they read its buffer.
   if (op.batches_in_flight > 0) return;
-  if (op.registration) registrations_->release(op.registration);
   --peers_[peer].open_ops;
-  sends_.erase(it);  // a queued write finds nothing to send
+  end_send(it, op.cut, 0);  // a queued write finds nothing to send
 }
 
 }  // namespace ibcoll::transport::verbs
