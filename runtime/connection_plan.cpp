@@ -211,6 +211,9 @@ void fill_costs(const PlanRequest& request, ConnectionPlan& plan) {
   plan.shared_polled_bytes = transport::shm::ShmChannel::polled_bytes(request.ranks_per_node);
   plan.slot_set_bytes = local * sizeof(transport::shm::SlotRegion::Slot);
   plan.ring_bytes = transport::shm::Ring::kBytes;
+  plan.shared_in_use_bytes = transport::shm::ShmChannel::control_bytes() +
+                             plan.shared_polled_bytes + plan.slot_set_bytes +
+                             local * size_t(plan.most.local) * (plan.ring_bytes + 4096);
 #ifdef IBCOLL_HAVE_VERBS
   plan.receive_bytes = transport::verbs::VerbsChannel::buffer_bytes(request.config.verbs);
   plan.address_bytes = ranks * sizeof(transport::verbs::EndpointAddress);
@@ -306,8 +309,9 @@ std::string describe(const ConnectionPlan& plan) {
       << "    peer addresses per process (the bootstrap exchange; grows with the job): "
       << memory_text(plan.address_bytes) << "\n"
       << "    shared segment per node (" << plan.ranks_per_node
-      << " local ranks): " << memory_text(plan.shared_segment_bytes)
-      << " of sparse file; pages exist where used: " << memory_text(plan.shared_polled_bytes)
+      << " local ranks): " << memory_text(plan.shared_in_use_bytes)
+      << " in use at most for these calls, of " << memory_text(plan.shared_segment_bytes)
+      << " of sparse file, whose pages exist where used: " << memory_text(plan.shared_polled_bytes)
       << " that idle polls read (a bitmap per rank), " << memory_text(plan.slot_set_bytes)
       << " per communicator holding a slot set, " << memory_text(plan.ring_bytes)
       << " per pair that talks\n";

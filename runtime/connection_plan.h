@@ -67,6 +67,10 @@ struct ConnectionPlan {
   size_t shared_polled_bytes = 0;
   size_t slot_set_bytes = 0;
   size_t ring_bytes = 0;
+  // Of it, at most what these calls keep in memory: the control page and bitmaps, one slot set
+  // (the world's), and for every rank a ring and a page of answers per local peer it talks to
+  // (as many as the most of any rank planned).
+  size_t shared_in_use_bytes = 0;
 };
 
 // Throws Error(invalid_argument) naming a bad request.

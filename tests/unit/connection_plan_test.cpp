@@ -92,6 +92,16 @@ TEST(ConnectionPlan, AtOneThousandNodesOfSixtyFourRanks) {
   EXPECT_NE(text.find("1024 nodes x 64 ranks per node (65536 ranks"), std::string::npos) << text;
 }
 
+// The target for the shared segment: at 128 ranks per node, what the planned calls keep
+// in memory stays within 512 MiB (the file is sparse, and far larger). It grows as ranks per
+// node times the local peers each talks to, a few more with every doubling.
+TEST(ConnectionPlan, TheSharedSegmentInUseAtOneHundredTwentyEightRanksPerNode) {
+  const ConnectionPlan p64 = plan(4, 64), p128 = plan(4, 128);
+  EXPECT_LE(p128.shared_in_use_bytes, size_t{512} << 20);
+  EXPECT_GT(p128.shared_segment_bytes, p128.shared_in_use_bytes);
+  EXPECT_LT(p128.shared_in_use_bytes, p64.shared_in_use_bytes * 5 / 2);
+}
+
 // The sample of a large job finds the most any rank needs: at 16 nodes of 8, every rank
 // planned and 12 sampled agree.
 TEST(ConnectionPlan, TheSampleFindsTheMostOfEveryRank) {

@@ -18,7 +18,7 @@
 namespace ibcoll::transport::shm {
 namespace {
 
-constexpr size_t kControlBytes = 4096;  // one pid per rank, then the rings
+constexpr size_t kControlBytes = ShmChannel::control_bytes();  // one pid per rank, then rings
 constexpr uint32_t kPollsPerClockRead = 64;
 
 size_t pairs(int size) {

@@ -54,6 +54,8 @@ class ShmChannel final : public Channel {
   // Bytes of the segment for `size` local ranks, and of it what the ranks' idle polls read.
   static size_t segment_bytes(int size);
   static size_t polled_bytes(int size);
+  // The page of the rank's pids, at the segment's start.
+  static constexpr size_t control_bytes() { return 4096; }
   // Where the ring from local rank `from` to `to` lies in such a segment.
   static size_t ring_offset(int from, int to, int size);
 
