@@ -78,7 +78,8 @@ struct HandshakeMessage {
   uint32_t srq_num = 0;      // sender's SRQ number (XRC addressing); 0 without XRC
   uint32_t credits = 0;      // receive credits the sender grants the receiver
   // XRC: a request names the TGT QP its INI already uses on the receiver's node (0: make one);
-  // a reply names the TGT the receiver made or joined. 0 for RC.
+  // a reply names the TGT the receiver made or joined, or 0 to refuse a TGT that no longer
+  // exists (named then in qp_num): the asker makes a new INI. 0 for RC.
   uint32_t target_qp_num = 0;
   uint64_t incarnation = 0;  // sender's endpoint generation: a restarted peer is not confused
 };

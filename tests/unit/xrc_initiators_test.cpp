@@ -2,7 +2,7 @@
 // one INI per remote port whatever the number of peers there; only its creator is asked until
 // the creator's TGT connects it, then the waiting peers are, naming that TGT; a creator that
 // fails hands over to the next peer waiting; an INI every peer left is gone, and the port gets
-// a new one.
+// a new one, as it does when a peer's node refuses the INI's TGT.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -89,6 +89,40 @@ TEST(XrcInitiators, APortEveryPeerLeftGetsANewInitiator) {
   EXPECT_TRUE(again.created);
   EXPECT_TRUE(again.ask_now);
   EXPECT_FALSE(again.initiator->connected);
+}
+
+// Peers 12 and 13 join a connected INI whose TGT's holders (10, 11) have exited on their node,
+// before this process has noticed: their node refuses the TGT, so each abandons the INI. The
+// first to do so becomes the creator of the port's new INI and the second waits for it; the
+// old INI stays with its last peers until they leave.
+TEST(XrcInitiators, APeerWhoseNodeRefusedTheTgtMakesANewInitiator) {
+  XrcInitiators table;
+  XrcInitiators::Initiator* old = table.join(10, roce_port(1)).initiator;
+  std::vector<int> ask;
+  ASSERT_TRUE(table.connect(*old, 10, 5, ask));
+  table.join(11, roce_port(1));
+  for (int peer : {12, 13})
+    EXPECT_TRUE(table.join(peer, roce_port(1)).ask_now) << "connected: asked at once";
+
+  EXPECT_EQ(table.abandon(12, *old).next_creator, -1);
+  const auto renewed = table.join(12, roce_port(1));
+  EXPECT_TRUE(renewed.created) << "the port kept the INI whose TGT is gone";
+  EXPECT_TRUE(renewed.ask_now);
+  EXPECT_NE(renewed.initiator, old);
+  EXPECT_EQ(table.size(), 2u);  // the old one still has 10, 11 and 13
+
+  table.abandon(13, *old);
+  const auto waiting = table.join(13, roce_port(1));
+  EXPECT_EQ(waiting.initiator, renewed.initiator);
+  EXPECT_FALSE(waiting.ask_now) << "asked before the new INI's creator answered";
+
+  table.leave(10, *old);
+  EXPECT_EQ(table.size(), 2u);
+  table.leave(11, *old);
+  EXPECT_EQ(table.size(), 1u) << "the abandoned INI outlived its last peer";
+  ASSERT_TRUE(table.connect(*renewed.initiator, 12, 9, ask));
+  EXPECT_EQ(ask, std::vector<int>{13});
+  EXPECT_EQ(table.join(14, roce_port(1)).initiator, renewed.initiator);
 }
 
 // A creator whose INI could not be made leaves at once: the port is free for the next try.

@@ -109,12 +109,8 @@ bool UdConnector::on_completion(const ibv_wc& wc) {
 
 void UdConnector::send_handshake(int peer, wire::Type type) {
   Link& l = link(peer);
-  const EndpointAddress& remote = address_of(peer);
-  if (!l.ah) l.ah = ud_.make_address_handle(remote.port);
   wire::HandshakeMessage m;
   m.type = type;
-  m.source = static_cast<uint32_t>(setup_.rank);
-  m.destination = static_cast<uint32_t>(peer);
   if (!xrc()) {
     m.qp_num = l.qp->qp_num();
     m.psn = l.qp->psn();
@@ -128,10 +124,27 @@ void UdConnector::send_handshake(int peer, wire::Type type) {
   }
   m.srq_num = setup_.srq_num;
   m.credits = listener_.credits_for(peer);
+  post_handshake(peer, m);
+  if (type == wire::Type::handshake_request) l.last_request = Clock::now();
+}
+
+// A reply naming no TGT, and in qp_num the one the request named, which cannot be opened.
+void UdConnector::send_refusal(int peer, uint32_t target_qp_num) {
+  wire::HandshakeMessage m;
+  m.type = wire::Type::handshake_reply;
+  m.qp_num = target_qp_num;
+  post_handshake(peer, m);
+}
+
+void UdConnector::post_handshake(int peer, wire::HandshakeMessage& m) {
+  Link& l = link(peer);
+  const EndpointAddress& remote = address_of(peer);
+  if (!l.ah) l.ah = ud_.make_address_handle(remote.port);
+  m.source = static_cast<uint32_t>(setup_.rank);
+  m.destination = static_cast<uint32_t>(peer);
   m.incarnation = setup_.incarnation;
   ud_.send(l.ah.get(), remote.ud_qp_num, &m, sizeof(m));
   ++stats_.handshakes_sent;
-  if (type == wire::Type::handshake_request) l.last_request = Clock::now();
 }
 
 void UdConnector::accept_remote(int peer, const wire::HandshakeMessage& m) {
@@ -193,8 +206,14 @@ void UdConnector::on_xrc_request(int peer, Link& l, const wire::HandshakeMessage
       if (l.target) peer_by_qp_.erase(l.target->qp_num());  // the peer's INI before this one
       l.target = std::move(target);
     } catch (const Error& e) {
-      // The device refused, or every holder of the TGT has exited and taken it with them: the
-      // peer asks again, which helps only in the first case (docs/architecture.md, "XRC").
+      if (m.target_qp_num != 0) {
+        // Every process of this node that held the TGT has exited, and the kernel destroyed
+        // it with the last: the peer needs a new INI, whose TGT we make.
+        IBCOLL_LOG(info, "XRC request of peer " << peer << ": " << e.status().message()
+                                                << "; refused, so that it makes a new INI");
+        return send_refusal(peer, m.target_qp_num);
+      }
+      // The device refused: the peer asks again.
       IBCOLL_LOG(warn, "XRC request of peer " << peer << ": " << e.status().message());
       ++stats_.handshakes_dropped;
       return;
@@ -211,6 +230,7 @@ void UdConnector::on_xrc_request(int peer, Link& l, const wire::HandshakeMessage
 void UdConnector::on_xrc_reply(int peer, Link& l, const wire::HandshakeMessage& m) {
   if (l.state != State::requested || !l.initiator) return;  // answered already
   XrcInitiators::Initiator& ini = *l.initiator;
+  if (m.target_qp_num == 0) return on_xrc_refusal(peer, l, m.qp_num);
   if (!ini.connected && ini.creator == peer) {
     ini.qp->connect(address_of(peer).port, m.target_qp_num, m.psn);  // first: it may throw
     std::vector<int> ask;
@@ -226,6 +246,28 @@ void UdConnector::on_xrc_reply(int peer, Link& l, const wire::HandshakeMessage& 
   l.state = State::ready;
   IBCOLL_LOG(debug, "connected to peer " << peer << " (XRC)");
   listener_.on_connected(peer, false);
+}
+
+// The peer's node no longer has the TGT that our INI to its port is connected to: the INI
+// leaves the port (its other peers, whose processes held that TGT and so have exited, keep it
+// until they fail), and the peer is connected anew, through the port's next INI.
+void UdConnector::on_xrc_refusal(int peer, Link& l, uint32_t refused_target) {
+  XrcInitiators::Initiator& ini = *l.initiator;
+  if (!ini.connected || ini.target_qp_num != refused_target) {
+    ++stats_.handshakes_dropped;  // for an INI this link no longer asks through
+    return;
+  }
+  const XrcInitiators::Left left = initiators_.abandon(peer, ini);
+  if (left.retired) move_to_error(left.retired->get());
+  l.initiator = nullptr;
+  l.state = State::idle;
+  IBCOLL_LOG(info, "peer " << peer << "'s node no longer has TGT " << refused_target
+                           << ": connecting through a new INI");
+  try {
+    connect(peer);
+  } catch (const Error& e) {
+    listener_.on_connect_failed(peer, e.status());  // its operations fail, rather than wait
+  }
 }
 
 void UdConnector::on_rc_message(int peer) {

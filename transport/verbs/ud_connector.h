@@ -76,6 +76,7 @@ class UdConnector final : public ConnectionManager {
   void on_rc_handshake(int peer, Link& l, const wire::HandshakeMessage& message);
   void on_xrc_request(int peer, Link& l, const wire::HandshakeMessage& message);
   void on_xrc_reply(int peer, Link& l, const wire::HandshakeMessage& message);
+  void on_xrc_refusal(int peer, Link& l, uint32_t refused_target);
   void create_queue_pair(int peer);
   // XRC: joins the INI through which `peer` is reached (made if the port has none); true if
   // the peer can be asked now (false: it waits for the INI's creator to answer).
@@ -83,6 +84,9 @@ class UdConnector final : public ConnectionManager {
   // Waiting for another peer of its port to connect the INI: no request of its own yet.
   static bool waits_for_initiator(int peer, const Link& l);
   void send_handshake(int peer, wire::Type type);
+  void send_refusal(int peer, uint32_t target_qp_num);
+  // Addresses `m` to `peer` and sends it.
+  void post_handshake(int peer, wire::HandshakeMessage& m);
   void accept_remote(int peer, const wire::HandshakeMessage& message);
   Link& link(int peer) { return links_[peer]; }
 

@@ -44,13 +44,27 @@ XrcInitiators::Left XrcInitiators::leave(int peer, Initiator& initiator) {
       left.retired = initiator.qp.get();
       retired_.push_back(std::move(initiator.qp));
     }
-    by_port_.erase(by_port_.find(initiator.port));
+    if (initiator.abandoned) {
+      std::erase_if(abandoned_,
+                    [&](const ByPort::node_type& n) { return &n.mapped() == &initiator; });
+    } else {
+      by_port_.erase(by_port_.find(initiator.port));
+    }
     return left;
   }
   if (initiator.connected || initiator.creator != peer) return {};
   initiator.creator = initiator.waiting.front();  // users > 0: someone waits
   initiator.waiting.erase(initiator.waiting.begin());
   return {initiator.creator, nullptr};
+}
+
+XrcInitiators::Left XrcInitiators::abandon(int peer, Initiator& initiator) {
+  if (initiator.users > 1 && !initiator.abandoned) {
+    ByPort::node_type node = by_port_.extract(initiator.port);
+    node.mapped().abandoned = true;
+    abandoned_.push_back(std::move(node));
+  }
+  return leave(peer, initiator);
 }
 
 }  // namespace ibcoll::transport::verbs

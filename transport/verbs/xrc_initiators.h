@@ -7,7 +7,9 @@
 // naming that TGT (a second TGT for one INI would be an INI connected twice). A creator that
 // fails first hands the role to the next peer waiting. An INI that every peer has left is
 // retired: kept until the connector closes, since sends posted on it may still complete, and a
-// port asked again gets a new one.
+// port asked again gets a new one. A peer whose node no longer has the INI's TGT (every process
+// that held it has exited) abandons the INI: it leaves the port, kept by its other peers until
+// they leave, and the peer joins the port's next INI, of which it is the creator if it is first.
 #pragma once
 
 #include <array>
@@ -32,6 +34,7 @@ class XrcInitiators {
     uint32_t target_qp_num = 0;        // once connected
     std::vector<int> waiting;          // peers to ask once connected
     int users = 0;                     // peers that joined and have not left
+    bool abandoned = false;            // no longer the port's: its TGT is gone
   };
   struct Joined {
     Initiator* initiator;
@@ -52,12 +55,17 @@ class XrcInitiators {
   };
   // `peer` failed (or could not join: its INI's QP could not be made).
   Left leave(int peer, Initiator& initiator);
+  // `peer`'s node refused the TGT that connected `initiator` (no process there holds it any
+  // more): `peer` leaves it, and the port's next join makes a new one.
+  Left abandon(int peer, Initiator& initiator);
 
-  size_t size() const { return by_port_.size(); }  // INIs in use
+  size_t size() const { return by_port_.size() + abandoned_.size(); }  // INIs in use
   size_t retired() const { return retired_.size(); }
 
  private:
-  std::map<PortKey, Initiator> by_port_;
+  using ByPort = std::map<PortKey, Initiator>;
+  ByPort by_port_;
+  std::vector<ByPort::node_type> abandoned_;  // still used; taken out of the map, not moved
   std::vector<std::unique_ptr<XrcInitiator>> retired_;
 };
 
