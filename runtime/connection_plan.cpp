@@ -16,6 +16,7 @@
 #include "transport/shm/slot_region.h"
 #ifdef IBCOLL_HAVE_VERBS
 #include "transport/verbs/connection_manager.h"
+#include "transport/verbs/credit_ledger.h"
 #include "transport/verbs/verbs_channel.h"
 #endif
 
@@ -216,6 +217,12 @@ void fill_costs(const PlanRequest& request, ConnectionPlan& plan) {
                              local * size_t(plan.most.local) * (plan.ring_bytes + 4096);
 #ifdef IBCOLL_HAVE_VERBS
   plan.receive_bytes = transport::verbs::VerbsChannel::buffer_bytes(request.config.verbs);
+  transport::verbs::CreditLedger ledger(
+      transport::verbs::VerbsChannel::lent_credits(request.config.verbs),
+      request.config.verbs.credits);
+  for (int peer = 0; peer < plan.most.remote; ++peer)
+    ledger.open(peer, Clock::now());
+  plan.credits_per_peer = ledger.share();
   plan.address_bytes = ranks * sizeof(transport::verbs::EndpointAddress);
 #endif
 }
@@ -306,6 +313,9 @@ std::string describe(const ConnectionPlan& plan) {
   out << "  memory:\n"
       << "    verbs buffers per process (SRQ and send slots, whatever the job's size): "
       << memory_text(plan.receive_bytes) << "\n"
+      << "    receive credits per remote peer, with " << plan.most.remote
+      << " peers sending to a process (from the peers connected, never the job's size): "
+      << plan.credits_per_peer << "\n"
       << "    peer addresses per process (the bootstrap exchange; grows with the job): "
       << memory_text(plan.address_bytes) << "\n"
       << "    shared segment per node (" << plan.ranks_per_node

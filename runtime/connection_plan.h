@@ -59,7 +59,10 @@ struct ConnectionPlan {
   size_t xrc_send_qps = 0;       // XRC, one INI QP per remote node talked to
   size_t xrc_receive_qps = 0;    // XRC TGT QPs, per node: one for each INI that reaches it
   size_t receive_bytes = 0;      // SRQ buffers, send buffers, handshake datagrams
-  size_t address_bytes = 0;      // every rank's endpoint address (the bootstrap exchange)
+  // Receive credits each peer gets (CreditLedger's share) when as many peers as the most
+  // remote peers of any rank send to a process: from the peers connected, not the job's size.
+  uint32_t credits_per_peer = 0;
+  size_t address_bytes = 0;  // every rank's endpoint address (the bootstrap exchange)
   // The node's shared segment: its sparse file, of which pages exist only where used: the
   // bitmaps that idle polls read, a slot set per communicator that holds one, a ring per pair
   // that talks.

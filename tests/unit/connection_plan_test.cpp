@@ -75,7 +75,7 @@ TEST(ConnectionPlan, EveryRankOfOddShapesStaysWithinTheBound) {
 
 // The targets at 1024 nodes of 64 ranks: remote peers within 2 log2(nodes) + ranks per
 // node for every call and all together; XRC send QPs at most one per other node; verbs
-// buffers the same as in a job of 64 nodes, and within 32 MiB.
+// buffers the same as in a job of 64 nodes, and within 32 MiB; credits for each peer that sends.
 TEST(ConnectionPlan, AtOneThousandNodesOfSixtyFourRanks) {
   const ConnectionPlan p = plan(1024, 64);
   EXPECT_EQ(p.ranks_planned.size(), 12u);  // a sample
@@ -88,6 +88,8 @@ TEST(ConnectionPlan, AtOneThousandNodesOfSixtyFourRanks) {
   EXPECT_GT(p.receive_bytes, 0u);
   EXPECT_LE(p.receive_bytes, size_t{32} << 20);
   EXPECT_EQ(p.receive_bytes, plan(64, 64).receive_bytes);
+  // Lent by the peers that connect: shared by the whole job, each rank would get one credit.
+  EXPECT_GE(p.credits_per_peer, 8u);
   const std::string text = describe(p);
   EXPECT_NE(text.find("1024 nodes x 64 ranks per node (65536 ranks"), std::string::npos) << text;
 }

@@ -67,7 +67,8 @@ MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length, Access ac
 QueuePairHandle create_qp(ibv_pd* pd, ibv_qp_init_attr& init);  // init.cap is read back
 // The extended form, for the XRC QP types (init.cap is read back).
 QueuePairHandle create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex& init);
-// Another reference to an XRC TGT QP of `xrcd`: the QP lives while one is held.
+// Another reference to an XRC TGT QP of `xrcd`: the QP lives while one is held. Empty if the
+// domain has no TGT `qp_num` (EINVAL: its last holder has exited).
 QueuePairHandle open_qp(ibv_context* context, ibv_xrcd* xrcd, uint32_t qp_num);
 AddressHandle create_ah(ibv_pd* pd, ibv_ah_attr& attr);
 

@@ -198,26 +198,27 @@ void UdConnector::on_rc_handshake(int peer, Link& l, const wire::HandshakeMessag
 // another process of this node made for that INI. A resent request finds the TGT in place.
 void UdConnector::on_xrc_request(int peer, Link& l, const wire::HandshakeMessage& m) {
   if (!l.target || l.remote_initiator != m.qp_num) {
+    std::optional<XrcTarget> target;
     try {
-      XrcTarget target = m.target_qp_num == 0
-                             ? XrcTarget::create(setup_.device, setup_.xrcd, address_of(peer).port,
-                                                 m.qp_num, m.psn)
-                             : XrcTarget::open(setup_.device, setup_.xrcd, m.target_qp_num);
-      if (l.target) peer_by_qp_.erase(l.target->qp_num());  // the peer's INI before this one
-      l.target = std::move(target);
+      target = m.target_qp_num == 0 ? XrcTarget::create(setup_.device, setup_.xrcd,
+                                                        address_of(peer).port, m.qp_num, m.psn)
+                                    : XrcTarget::open(setup_.device, setup_.xrcd, m.target_qp_num);
     } catch (const Error& e) {
-      if (m.target_qp_num != 0) {
-        // Every process of this node that held the TGT has exited, and the kernel destroyed
-        // it with the last: the peer needs a new INI, whose TGT we make.
-        IBCOLL_LOG(info, "XRC request of peer " << peer << ": " << e.status().message()
-                                                << "; refused, so that it makes a new INI");
-        return send_refusal(peer, m.target_qp_num);
-      }
       // The device refused: the peer asks again.
       IBCOLL_LOG(warn, "XRC request of peer " << peer << ": " << e.status().message());
       ++stats_.handshakes_dropped;
       return;
     }
+    if (!target) {
+      // Every process of this node that held the TGT has exited, and the kernel destroyed it
+      // with the last: the peer needs a new INI, whose TGT we make.
+      IBCOLL_LOG(info, "XRC request of peer " << peer << " names TGT " << m.target_qp_num
+                                              << ", which no process here holds any more: "
+                                                 "refused, so that it makes a new INI");
+      return send_refusal(peer, m.target_qp_num);
+    }
+    if (l.target) peer_by_qp_.erase(l.target->qp_num());  // the peer's INI before this one
+    l.target = std::move(target);
     l.remote_initiator = m.qp_num;
     peer_by_qp_[l.target->qp_num()] = peer;
   }

@@ -28,11 +28,15 @@ constexpr uint32_t kPollsPerClockRead = 64;
 }  // namespace
 
 // A quarter of the SRQ stays for the messages that need no credit (credit returns, keepalives).
+uint32_t VerbsChannel::lent_credits(const Options& options) {
+  return options.srq_depth * 3 / 4;
+}
+
 VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
     : options_(options),
       rank_(rank),
       size_(size),
-      credits_(options.srq_depth * 3 / 4, options.credits) {
+      credits_(lent_credits(options), options.credits) {
   if (size < 1)
     throw Error(Code::invalid_argument, "size: must be at least 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size) {
@@ -265,13 +269,13 @@ void VerbsChannel::on_send_done(const ibv_wc& wc) {
   pump_sharing(queue, slot.peer);
 }
 
-// A batch of a rendezvous's RDMA writes is complete (kLastBatch: its last). The send ends with
-// its last batch, or, withdrawn midway or failed with its peer, once no batch of it is in flight
+// A chunk of a rendezvous's RDMA writes is complete (kLastChunk: its last). The send ends with
+// its last chunk, or, withdrawn midway or failed with its peer, once no chunk of it is in flight
 // any more: until then the device may still read the caller's buffer.
 void VerbsChannel::on_write_done(const ibv_wc& wc) {
   const uint64_t index = work_index(wc.wr_id);
   auto it = sends_.find(static_cast<uint32_t>(index));
-  if (it == sends_.end()) {  // a send ends after its last work request completes
+  if (it == sends_.end()) {  // a send ends after its last chunk completes
     IBCOLL_LOG(error, "RDMA write completion for no send (work id " << wc.wr_id << ")");
     return;
   }
@@ -279,20 +283,19 @@ void VerbsChannel::on_write_done(const ibv_wc& wc) {
   const int peer = op.peer;
   Peer& p = peers_[peer];
   SendQueue& queue = *p.queue;
-  const bool leading = (index & kLeadingChunk) != 0;
-  if (!leading) retire_through(queue, wc.wr_id);
+  retire_through(queue, wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) {
     // The QP is in error: an INI fails every peer behind it (this one perhaps failed already).
-    // The batch still counts as in flight here, so failing the peer leaves the send to us.
+    // The chunk still counts as in flight here, so failing the peer leaves the send to us.
     fail_queue(queue, peer, completion_error(wc, peer, "RDMA write"), false);
   }
-  if (!leading) --op.batches_in_flight;
+  --op.chunks_in_flight;
   if (p.failed) {
-    if (op.batches_in_flight == 0) end_send(it, op.cut.ok() ? p.failure : op.cut, 0);
+    if (op.chunks_in_flight == 0) end_send(it, op.cut.ok() ? p.failure : op.cut, 0);
   } else {
     acknowledged(peer, false);
-    const bool last = (index & kLastBatch) != 0;
-    if (last || ((!op.done || !op.cut.ok()) && op.batches_in_flight == 0)) {
+    const bool last = (index & kLastChunk) != 0;
+    if (last || ((!op.done || !op.cut.ok()) && op.chunks_in_flight == 0)) {
       --p.open_ops;
       end_send(it, op.cut, op.cut.ok() ? op.length : 0);
     }
@@ -373,6 +376,7 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
   if (p.failed) return;
   p.failed = true;
   p.failure = status;
+  p.failed_at = now_;
   if (gone && observer_) observer_->peer_gone(*this, peer, status);
   if (SendQueue* queue = p.queue) {
     std::erase(queue->peers, peer);
@@ -391,7 +395,7 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
     auto send = it++;
     // A write in flight may still read the caller's buffer: on an RC QP until it flushes back,
     // on a shared XRC INI (left running) until it completes. The send ends when it does.
-    if (send->second.peer == peer && send->second.batches_in_flight == 0) {
+    if (send->second.peer == peer && send->second.chunks_in_flight == 0) {
       end_send(send, send->second.cut.ok() ? status : send->second.cut, 0);
     }
   }
@@ -424,6 +428,35 @@ void VerbsChannel::fail_queue(SendQueue& queue, int peer, const Status& status, 
   }
 }
 
+void VerbsChannel::fail_stuck_initiators(Clock::time_point now) {
+  std::vector<SendQueue*> stuck;
+  for (const auto& [id, op] : sends_) {
+    const Peer& p = peers_[op.peer];
+    if (p.failed && op.chunks_in_flight > 0 && !p.queue->peers.empty() &&
+        now - p.failed_at >= kUnansweredProbes * options_.keepalive) {
+      stuck.push_back(p.queue);
+    }
+  }
+  for (SendQueue* queue : stuck) {
+    if (queue->peers.empty()) continue;  // failed with an earlier one
+    const int peer = queue->peers.front();
+    fail_queue(*queue, peer,
+               Status(Code::peer_failed,
+                      "RDMA writes to a failed peer of peer " + std::to_string(peer) +
+                          "'s node did not complete on the XRC connection to it within " +
+                          std::to_string((kUnansweredProbes * options_.keepalive).count()) +
+                          " ms (IBCOLL_KEEPALIVE)"),
+               false);
+  }
+}
+
+void VerbsChannel::end_every_send(const Status& status) {
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    auto send = it++;
+    end_send(send, send->second.cut.ok() ? status : send->second.cut, 0);
+  }
+}
+
 void VerbsChannel::tell_peers_gone(uint32_t job_rank, Code code) {
   for (int peer : known_peers()) {
     Peer& p = peers_[peer];
@@ -437,6 +470,7 @@ void VerbsChannel::on_tick(Clock::time_point now) {
   connector_->tick(now);
   credits_.recall_idle(now, kCreditIdle);
   tell_credit_notices();
+  if (xrc_) fail_stuck_initiators(now);
   peers_to_visit_.clear();
   peers_.for_each([&](int peer, const Peer& p) {
     if (p.connected && !p.failed && p.open_ops > 0) peers_to_visit_.push_back(peer);
@@ -498,6 +532,7 @@ void VerbsChannel::on_async_event() {
         device_failure_ = Status(Code::peer_failed, device_->name() + ": " + what);
         for (int peer : known_peers())
           if (peer != rank_) fail_peer(peer, device_failure_);
+        if (event.event_type == IBV_EVENT_DEVICE_FATAL) end_every_send(device_failure_);
         break;
       default:
         IBCOLL_LOG(debug, "async event: " << what);

@@ -58,16 +58,17 @@ struct ChannelCounters {
   uint64_t handshake_retries = 0;
   uint64_t srq_limit_events = 0;
   uint64_t failed_peers = 0;
-  uint64_t rdma_writes_in_flight = 0;  // batches posted and not yet complete
+  uint64_t rdma_writes_in_flight = 0;  // chunks posted and not yet complete
   uint64_t registration_hits = 0, registration_misses = 0;
 };
 
 class VerbsChannel final : public Channel, private ConnectionManager::Listener {
  public:
-  // Rendezvous writes: the largest chunk (one credit each) and batch (one completion each).
-  // At ~12 GB/s a batch takes under 100 µs; on a link of a few MB/s still well under a second.
+  // Rendezvous writes: the largest chunk (one work request, credit and completion each), and
+  // the most chunks of one send in flight. At ~12 GB/s a chunk takes under 100 µs; on a link of
+  // a few MB/s still well under a second.
   static constexpr size_t kWriteChunkBytes = 1 << 20;
-  static constexpr size_t kWriteBatchBytes = 1 << 20;
+  static constexpr uint32_t kWritesInFlight = 4;
 
   VerbsChannel(int rank, int size, const Options& options);
   ~VerbsChannel() override;
@@ -76,6 +77,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // the same whatever the job's size.
   static size_t slot_bytes(const Options& options);
   static size_t buffer_bytes(const Options& options);
+  // The SRQ buffers lent to the connected peers as credits (CreditLedger's capacity).
+  static uint32_t lent_credits(const Options& options);
 
   // Exchange these through the bootstrap, then hand every rank's to set_peer_addresses().
   EndpointAddress local_address() const;
@@ -106,11 +109,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   static constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);
   static constexpr uint32_t kSendSlots = 256;   // registered eager send buffers
   static constexpr uint32_t kSignalEvery = 16;  // one send in this many asks for a completion
-  // In an RDMA write's work id, beside the send id: the batch holds the write's last chunk; the
-  // chunk is not its batch's last (unsignaled: it completes only in error, before its batch's
-  // last chunk, which retires the batch).
-  static constexpr uint64_t kLastBatch = uint64_t{1} << 40;
-  static constexpr uint64_t kLeadingChunk = uint64_t{1} << 41;
+  // In an RDMA write's work id, beside the send id: the write's last chunk.
+  static constexpr uint64_t kLastChunk = uint64_t{1} << 40;
 
   struct SendOp {
     int peer;
@@ -122,12 +122,11 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     wire::ReadyToReceive target{};  // from the receiver's answer (rendezvous)
     size_t sent = 0;                // eager: bytes posted so far
     bool request_posted = false;    // rendezvous: the receiver has (or will have) the request
-    // Rendezvous: its RDMA writes go in batches of as many chunks as there are credits (each
-    // chunk is a write with immediate, which takes one).
-    uint32_t chunks = 0;             // in all, once the first batch is posted
-    uint32_t chunks_posted = 0;      // so far: the device reads the buffer until they complete
-    uint32_t batches_in_flight = 0;  // posted and not yet complete
-    Status cut{};  // the receiver withdrew: no more batches, and it ends so once none is in flight
+    // Rendezvous: its RDMA writes, a chunk each (a write with immediate, which takes a credit).
+    uint32_t chunks = 0;            // in all, once the first is posted
+    uint32_t chunks_posted = 0;     // so far
+    uint32_t chunks_in_flight = 0;  // posted and not yet complete: the device reads the buffer
+    Status cut{};  // the receiver withdrew: no more chunks, and it ends so once none is in flight
   };
   using Sends = std::pmr::unordered_map<uint32_t, SendOp>;
   struct PostedRecv {
@@ -184,7 +183,6 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // unsignaled; a signaled completion retires every entry up to its own, in posting order.
   struct Unacked {
     uint64_t work_id;
-    uint32_t wrs;  // work requests it stands for (an RDMA write may be several chunks)
     bool signaled;
   };
   // News the peer must hear (send_withdrawn, receive_withdrawn, rank_gone), not yet posted.
@@ -220,7 +218,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     std::optional<Assembly> assembly;
     Fifo<Notice> notices;
     Status failure;
-    Clock::time_point last_heard{}, last_keepalive{}, probe_sent{};
+    Clock::time_point last_heard{}, last_keepalive{}, probe_sent{}, failed_at{};
   };
   struct SendSlot {
     int peer = -1;
@@ -262,10 +260,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void pump_sharing(SendQueue& queue, int peer);
   bool post_outgoing(int peer, const Outgoing& item);
   bool post_rdma_write(int peer, uint32_t id);
-  // One batch of the write: none (no credits or room, or the peer failed), more to come, or
+  // One chunk of the write: none (no credits or room, or the peer failed), more to come, or
   // the last (or none needed: the send ended or was withdrawn).
-  enum class Batch { none, more, last };
-  Batch post_write_batch(int peer, uint32_t id);
+  enum class Chunk { none, more, last };
+  Chunk post_write_chunk(int peer, uint32_t id);
   bool post_eager_part(int peer, uint64_t tag, const std::byte* data, size_t length,
                        size_t& offset);
   bool post_eager_parts(int peer, Sends::iterator send);
@@ -281,6 +279,11 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // The QP is in error (an error completion or event): every peer sending on it fails, `peer`
   // (the one it was seen on) with `status`, the others because they share the QP.
   void fail_queue(SendQueue& queue, int peer, const Status& status, bool gone);
+  // XRC: a failed peer's writes still posted on the INI its node's other peers keep running,
+  // not complete after the keepalive's limit, fail that INI, so that they flush back.
+  void fail_stuck_initiators(Clock::time_point now);
+  // The device is dead: no write will complete or flush, and none reads memory any more.
+  void end_every_send(const Status& status);
   // Deregisters its buffer (no write of it is in flight) and completes it (unless withdrawn).
   void end_send(Sends::iterator send, const Status& status, size_t bytes);
   // The peers with state, listed first: visiting one may fail it, or make state for another.

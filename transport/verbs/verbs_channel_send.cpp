@@ -83,6 +83,7 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
                                r.refusal};
     header.type = wire::Type::cts;
     posted = post_message(peer, header, &ready, sizeof(ready), nullptr, 0);
+    if (p.failed) return false;  // failing the peer took `r` with it
     r.answered = posted;
     if (posted && r.refused) {
       --p.open_ops;
@@ -98,6 +99,7 @@ bool VerbsChannel::post_outgoing(int peer, const Outgoing& item) {
     header.length = op.length;
     wire::RendezvousRequest request{item.id, 0};
     posted = post_message(peer, header, &request, sizeof(request), nullptr, 0);
+    if (p.failed) return false;  // failing the peer took `op` with it
     op.request_posted = posted;
     counters_.rendezvous_sent += posted;
   }
@@ -142,42 +144,39 @@ bool VerbsChannel::post_eager_parts(int peer, Sends::iterator send) {
   return true;
 }
 
-// The rendezvous data: RDMA writes (chunks of at most kWriteChunkBytes) into the buffer the
-// receiver announced, each with the receiver's id as immediate data, so the receiver adds up
-// what came and completes at exactly its length. Each chunk takes a credit, so they go in
-// batches of what the credits, the QP and the CQ allow, and of at most kWriteBatchBytes, so that
-// completions keep coming on a slow link (each shows the peer alive to the keepalive check);
-// the write stays at the head of the peer's queue until its last batch is posted. True once it
-// is. Batches go one after another while the credits and room last, so the link stays busy
-// while a completion is on its way.
+// The rendezvous data: RDMA writes (chunks of at most kWriteChunkBytes, each signaled) into the
+// buffer the receiver announced, each with the receiver's id as immediate data, so the receiver
+// adds up what came and completes at exactly its length. Each chunk takes a credit. Chunks go
+// one after another while credits and room last, up to kWritesInFlight of one send, so the
+// link stays busy while a completion is on its way, and credit returns, probes and other peers'
+// sends still find room; each completion shows the peer alive to the keepalive check. The
+// write stays at the head of the peer's queue until its last chunk is posted. True once it is.
 bool VerbsChannel::post_rdma_write(int peer, uint32_t id) {
   for (;;) {
-    const Batch batch = post_write_batch(peer, id);
-    if (batch != Batch::more) return batch == Batch::last;
+    const Chunk chunk = post_write_chunk(peer, id);
+    if (chunk != Chunk::more) return chunk == Chunk::last;
   }
 }
 
-VerbsChannel::Batch VerbsChannel::post_write_batch(int peer, uint32_t id) {
+VerbsChannel::Chunk VerbsChannel::post_write_chunk(int peer, uint32_t id) {
   Peer& p = peers_[peer];
   auto it = sends_.find(id);
   if (it == sends_.end() || !it->second.done || !it->second.cut.ok()) {
-    return Batch::last;  // ended, or withdrawn (here or by the receiver): no more
+    return Chunk::last;  // ended, or withdrawn (here or by the receiver): no more
   }
   SendOp& op = it->second;
   const size_t length = op.target.length;
   const size_t chunk = std::min<size_t>(device_->max_message_size(), kWriteChunkBytes);
   op.chunks = static_cast<uint32_t>(std::max<size_t>(1, (length + chunk - 1) / chunk));
   SendQueue& queue = *p.queue;
-  const uint32_t room = std::min(queue.max_send_wr - std::min(queue.max_send_wr, queue.in_flight),
-                                 cq_budget_ - std::min(cq_budget_, cq_in_flight_));
-  const auto chunks_per_batch =
-      static_cast<uint32_t>(std::max<size_t>(1, kWriteBatchBytes / chunk));
-  const uint32_t batch =
-      std::min({op.chunks - op.chunks_posted, p.send_credits, room, chunks_per_batch});
-  if (batch == 0) {
-    if (p.send_credits == 0) ++counters_.credit_stalls;
+  if (op.chunks_in_flight >= kWritesInFlight) return Chunk::none;  // its completion pumps
+  if (p.send_credits == 0) {
+    ++counters_.credit_stalls;
+    return Chunk::none;
+  }
+  if (queue.in_flight >= queue.max_send_wr || cq_in_flight_ >= cq_budget_) {
     starved_ |= cq_in_flight_ >= cq_budget_;
-    return Batch::none;
+    return Chunk::none;
   }
   try {
     if (length > 0 && !op.registration) {
@@ -185,45 +184,38 @@ VerbsChannel::Batch VerbsChannel::post_write_batch(int peer, uint32_t id) {
     }
   } catch (const Error& e) {
     fail_peer(peer, e.status());
-    return Batch::none;
+    return Chunk::none;
   }
-  const bool last = op.chunks_posted + batch == op.chunks;
-  const uint64_t work_id = make_work_id(WorkKind::rdma_write, id | (last ? kLastBatch : 0));
-  std::vector<ibv_sge> sges(batch);
-  std::vector<ibv_send_wr> wrs(batch);
-  size_t bytes_in_batch = 0;
-  for (uint32_t i = 0; i < batch; ++i) {
-    const size_t offset = size_t{op.chunks_posted + i} * chunk;
-    const size_t bytes = std::min(chunk, length - std::min(length, offset));
-    bytes_in_batch += bytes;
-    sges[i] = {reinterpret_cast<uint64_t>(op.data + offset), static_cast<uint32_t>(bytes),
-               op.registration ? op.registration->mr->lkey : 0};
-    wrs[i].wr_id = i + 1 == batch ? work_id : work_id | kLeadingChunk;
-    wrs[i].sg_list = bytes > 0 ? &sges[i] : nullptr;
-    wrs[i].num_sge = bytes > 0 ? 1 : 0;
-    wrs[i].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wrs[i].send_flags = i + 1 == batch ? IBV_SEND_SIGNALED : 0;
-    wrs[i].imm_data = htonl(op.target.recv_id);
-    wrs[i].wr.rdma.remote_addr = op.target.address + offset;
-    wrs[i].wr.rdma.rkey = op.target.rkey;
-    wrs[i].qp_type.xrc.remote_srqn = p.remote_srq_num;
-    wrs[i].next = i + 1 < batch ? &wrs[i + 1] : nullptr;
-  }
+  const bool last = op.chunks_posted + 1 == op.chunks;
+  const size_t offset = size_t{op.chunks_posted} * chunk;
+  const size_t bytes = std::min(chunk, length - std::min(length, offset));
+  ibv_sge sge{reinterpret_cast<uint64_t>(op.data + offset), static_cast<uint32_t>(bytes),
+              op.registration ? op.registration->mr->lkey : 0};
+  ibv_send_wr wr{};
+  wr.wr_id = make_work_id(WorkKind::rdma_write, id | (last ? kLastChunk : 0));
+  wr.sg_list = bytes > 0 ? &sge : nullptr;
+  wr.num_sge = bytes > 0 ? 1 : 0;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(op.target.recv_id);
+  wr.wr.rdma.remote_addr = op.target.address + offset;
+  wr.wr.rdma.rkey = op.target.rkey;
+  wr.qp_type.xrc.remote_srqn = p.remote_srq_num;
   ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(queue.qp, wrs.data(), &bad)) {
+  if (int rc = ibv_post_send(queue.qp, &wr, &bad)) {
     fail_peer(peer,
               Status(Code::system_error, "ibv_post_send (RDMA write) to peer " +
                                              std::to_string(peer) + ": " + std::strerror(rc)));
-    return Batch::none;
+    return Chunk::none;
   }
-  queue.unacked.push_back({work_id, batch, true});
-  op.chunks_posted += batch;
-  ++op.batches_in_flight;
-  queue.in_flight += batch;
-  cq_in_flight_ += batch;
-  p.send_credits -= batch;
-  counters_.bytes_sent += bytes_in_batch;
-  return last ? Batch::last : Batch::more;
+  queue.unacked.push_back({wr.wr_id, true});
+  ++op.chunks_posted;
+  ++op.chunks_in_flight;
+  ++queue.in_flight;
+  ++cq_in_flight_;
+  --p.send_credits;
+  counters_.bytes_sent += bytes;
+  return last ? Chunk::last : Chunk::more;
 }
 
 // Sends are signaled one in kSignalEvery, so most cost no completion at all. Probes are always
@@ -250,8 +242,8 @@ void VerbsChannel::retire_through(SendQueue& queue, uint64_t work_id) {
       free_slots_.push_back(static_cast<uint32_t>(work_index(u.work_id)));
     }
     unsignaled_ -= !u.signaled;
-    queue.in_flight -= u.wrs;
-    cq_in_flight_ -= u.wrs;
+    --queue.in_flight;
+    --cq_in_flight_;
     queue.unacked.pop_front();
   }
 }
@@ -300,7 +292,7 @@ bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, con
   }
   free_slots_.pop_back();
   slots_[slot] = {peer, probe};
-  queue.unacked.push_back({wr.wr_id, 1, signaled});
+  queue.unacked.push_back({wr.wr_id, signaled});
   unsignaled_ += !signaled;
   p.credits_to_return = 0;
   ++queue.in_flight;

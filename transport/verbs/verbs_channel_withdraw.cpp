@@ -76,14 +76,14 @@ void VerbsChannel::withdraw_sends(uint64_t first, uint64_t last) {
     Peer& p = peers_[op.peer];
     touched.push_back(op.peer);
     // The receiver learns that what it waits for will not come: the rest of the writes (their
-    // later batches do not go), the writes themselves, or the rest of an eager message.
+    // later chunks do not go), the writes themselves, or the rest of an eager message.
     const bool writes_unposted = op.chunks == 0 || op.chunks_posted < op.chunks;  // 0: none yet
     if (op.request_posted && writes_unposted) {
       p.notices.push_back({wire::Type::send_withdrawn, op.tag, it->first});
     } else if (!op.request_posted && op.sent > 0) {  // cut between its parts
       p.notices.push_back({wire::Type::send_withdrawn, op.tag, 0});
     }
-    if (op.batches_in_flight > 0) {  // the device reads the buffer until they complete
+    if (op.chunks_in_flight > 0) {  // the device reads the buffer until they complete
       writing = true;
       ++it;
       continue;
@@ -94,11 +94,12 @@ void VerbsChannel::withdraw_sends(uint64_t first, uint64_t last) {
   }
   for (int peer : touched)
     pump(peer);
-  // Each write completes, or fails with its peer (the transport's retries, or unanswered
-  // keepalives: IBCOLL_KEEPALIVE), which takes the operation out of sends_.
+  // Each write completes, or flushes back once its peer fails (the transport's retries, or
+  // unanswered keepalives: IBCOLL_KEEPALIVE; on a shared XRC INI, fail_stuck_initiators); a
+  // dead device ends them all.
   const auto still_writing = [&] {
     for (const auto& [id, op] : sends_) {
-      if (op.batches_in_flight > 0 && in_range(op.tag, first, last)) return true;
+      if (op.chunks_in_flight > 0 && in_range(op.tag, first, last)) return true;
     }
     return false;
   };
@@ -148,9 +149,9 @@ void VerbsChannel::on_receive_withdrawn(int peer, uint32_t send_id) {
   SendOp& op = it->second;
   op.cut = withdrawn(peer, "receiver");
   // Writes posted before the news fail on the wire (the receiver's buffer is deregistered),
-  // and the connection with them; no later batch goes (post_rdma_write), and a send with
+  // and the connection with them; no later chunk goes (post_rdma_write), and a send with
   // writes in flight ends once they are done (on_write_done): until then they read its buffer.
-  if (op.batches_in_flight > 0) return;
+  if (op.chunks_in_flight > 0) return;
   --peers_[peer].open_ops;
   end_send(it, op.cut, 0);  // a queued write finds nothing to send
 }

@@ -39,8 +39,10 @@ XrcTarget XrcTarget::create(const Device& device, ibv_xrcd* xrcd, const PortAddr
   return XrcTarget(std::move(qp), psn);
 }
 
-XrcTarget XrcTarget::open(const Device& device, ibv_xrcd* xrcd, uint32_t qp_num) {
-  return XrcTarget(open_qp(device.context(), xrcd, qp_num), 0);
+std::optional<XrcTarget> XrcTarget::open(const Device& device, ibv_xrcd* xrcd, uint32_t qp_num) {
+  QueuePairHandle qp = open_qp(device.context(), xrcd, qp_num);
+  if (!qp) return std::nullopt;
+  return XrcTarget(std::move(qp), 0);
 }
 
 }  // namespace ibcoll::transport::verbs

@@ -8,6 +8,8 @@
 // its last reference goes, so it lives while a process it delivers to does.
 #pragma once
 
+#include <optional>
+
 #include <infiniband/verbs.h>
 
 #include <cstdint>
@@ -28,8 +30,9 @@ class XrcTarget {
   // A new TGT in `xrcd`, connected to the INI `initiator_qp_num` at `remote`.
   static XrcTarget create(const Device& device, ibv_xrcd* xrcd, const PortAddress& remote,
                           uint32_t initiator_qp_num, uint32_t initiator_psn);
-  // Another reference to the TGT `qp_num` that a process of this node made.
-  static XrcTarget open(const Device& device, ibv_xrcd* xrcd, uint32_t qp_num);
+  // Another reference to the TGT `qp_num` that a process of this node made; none if no process
+  // holds it any more.
+  static std::optional<XrcTarget> open(const Device& device, ibv_xrcd* xrcd, uint32_t qp_num);
 
   uint32_t qp_num() const { return qp_->qp_num; }
   uint32_t psn() const { return psn_; }
