@@ -81,9 +81,9 @@ TEST(VerbsTransport, AllToAllTwoRanksZeroTo16MiB) {
 
 // A rendezvous longer than a write chunk (1 MiB, or the port's largest message) goes in
 // chunks, each an RDMA write with immediate that takes a credit: with one credit per peer they
-// go one batch at a time, and every byte arrives (they used to wait for all the chunks' credits
-// at once, for ever).
-TEST(VerbsTransport, AWriteOfMoreChunksThanCreditsGoesInBatches) {
+// go one at a time, each as the last one's credit comes back, and every byte arrives (they used
+// to wait for all the chunks' credits at once, for ever).
+TEST(VerbsTransport, AWriteOfMoreChunksThanCreditsGoesAsCreditsComeBack) {
   RankOptions options;
   options.environment["IBCOLL_CREDITS"] = "1";
   expect_all_ok(run_ranks(
