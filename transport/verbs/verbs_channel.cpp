@@ -291,21 +291,26 @@ void VerbsChannel::on_write_done(const ibv_wc& wc) {
   }
   --op.chunks_in_flight;
   if (p.failed) {
-    if (op.chunks_in_flight == 0) end_send(it, op.cut.ok() ? p.failure : op.cut, 0);
+    if (op.chunks_in_flight == 0) end_send(it, p.failure, 0);
   } else {
     acknowledged(peer, false);
     const bool last = (index & kLastChunk) != 0;
     if (last || ((!op.done || !op.cut.ok()) && op.chunks_in_flight == 0)) {
       --p.open_ops;
-      end_send(it, op.cut, op.cut.ok() ? op.length : 0);
+      end_send(it, Status(), op.length);
     }
   }
   pump_sharing(queue, peer);
 }
 
 void VerbsChannel::end_send(Sends::iterator send, const Status& status, size_t bytes) {
-  if (send->second.registration) registrations_->release(send->second.registration);
-  completions_.add(std::move(send->second.done), status, bytes);
+  SendOp& op = send->second;
+  if (op.registration) registrations_->release(op.registration);
+  if (op.cut.ok()) {
+    completions_.add(std::move(op.done), status, bytes);
+  } else {
+    completions_.add(std::move(op.done), op.cut, 0);
+  }
   sends_.erase(send);
 }
 
@@ -396,7 +401,7 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
     // A write in flight may still read the caller's buffer: on an RC QP until it flushes back,
     // on a shared XRC INI (left running) until it completes. The send ends when it does.
     if (send->second.peer == peer && send->second.chunks_in_flight == 0) {
-      end_send(send, send->second.cut.ok() ? status : send->second.cut, 0);
+      end_send(send, status, 0);
     }
   }
   for (auto it = rendezvous_.begin(); it != rendezvous_.end();) {
@@ -453,7 +458,7 @@ void VerbsChannel::fail_stuck_initiators(Clock::time_point now) {
 void VerbsChannel::end_every_send(const Status& status) {
   for (auto it = sends_.begin(); it != sends_.end();) {
     auto send = it++;
-    end_send(send, send->second.cut.ok() ? status : send->second.cut, 0);
+    end_send(send, status, 0);
   }
 }
 

@@ -284,7 +284,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void fail_stuck_initiators(Clock::time_point now);
   // The device is dead: no write will complete or flush, and none reads memory any more.
   void end_every_send(const Status& status);
-  // Deregisters its buffer (no write of it is in flight) and completes it (unless withdrawn).
+  // Deregisters its buffer (no write of it is in flight) and completes it (unless withdrawn
+  // here) with `status` and `bytes`, or with the receiver's withdrawal if that came.
   void end_send(Sends::iterator send, const Status& status, size_t bytes);
   // The peers with state, listed first: visiting one may fail it, or make state for another.
   std::vector<int> known_peers() const;

@@ -174,7 +174,7 @@ VerbsChannel::Chunk VerbsChannel::post_write_chunk(int peer, uint32_t id) {
     ++counters_.credit_stalls;
     return Chunk::none;
   }
-  if (queue.in_flight >= queue.max_send_wr || cq_in_flight_ >= cq_budget_) {
+  if (!has_room(peer, 1)) {
     starved_ |= cq_in_flight_ >= cq_budget_;
     return Chunk::none;
   }
