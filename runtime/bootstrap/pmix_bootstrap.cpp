@@ -81,6 +81,25 @@ uint32_t job_number(const std::string& nspace, const char* key) {
   return got.value->data.uint32;
 }
 
+// Reads a rank's part after the collecting fence. Under gds/ds21 (PMIx's default) the fence left
+// every part in the node's shared store, and a get that may not ask the server finds it there.
+// Under gds/hash the parts stay with the server: a get that may ask it finds them there. A part the
+// server does not hold after the fence is a rank's that was not in it, so the wait for it is
+// short (PMIX_TIMEOUT, which the server reads as a uint32; for a remote rank it asks that rank's
+// daemon, which answers that it has none).
+pmix_status_t get_part(const pmix_proc_t& peer, const std::string& key, Value& got) {
+  constexpr uint32_t kSecondsForAMissingPart = 5;
+  Infos only_here;
+  bool optional = true;
+  only_here.add(PMIX_OPTIONAL, &optional, PMIX_BOOL);
+  pmix_status_t rc = PMIx_Get(&peer, key.c_str(), only_here.info, only_here.count, &got.value);
+  if (rc != PMIX_ERR_NOT_FOUND) return rc;
+  Infos from_server;
+  uint32_t seconds = kSecondsForAMissingPart;
+  from_server.add(PMIX_TIMEOUT, &seconds, PMIX_UINT32);
+  return PMIx_Get(&peer, key.c_str(), from_server.info, from_server.count, &got.value);
+}
+
 }  // namespace
 
 PmixBootstrap::PmixBootstrap(std::chrono::milliseconds timeout) : timeout_(timeout) {
@@ -140,21 +159,21 @@ std::vector<std::string> PmixBootstrap::allgather(const std::string& name,
   rc = PMIx_Fence(&everyone, 1, fence.info, fence.count);
   // A rank that dies during the fence makes it PARTIAL_SUCCESS; one dead before it is left out
   // of it (SUCCESS, under mpirun --enable-recovery), and only its missing part tells.
+  // Open MPI's mpirun tells no rank of another's death before the fence, even with
+  // --enable-recovery: the fence's deadline is what ends the wait.
+  if (rc == PMIX_ERR_TIMEOUT) {
+    throw Error(Code::timeout, "bootstrap: not every rank came to the PMIx fence (" + name +
+                                   ") within " + std::to_string(seconds) +
+                                   " s (IBCOLL_TIMEOUT): a rank died or is stuck before it");
+  }
   if (rc != PMIX_SUCCESS) {
-    throw Error(rc == PMIX_ERR_TIMEOUT ? Code::timeout : Code::peer_failed,
-                failure_text("PMIx_Fence (" + name + ")", rc));
+    throw Error(Code::peer_failed, failure_text("PMIx_Fence (" + name + ")", rc));
   }
 
-  // The fence collected every part here: a part not here is a rank's that never gave it. Asking
-  // the server for it instead would wait for good (PMIx_Get takes no deadline from PMIX_TIMEOUT).
-  Infos only_here;
-  bool optional = true;
-  only_here.add(PMIX_OPTIONAL, &optional, PMIX_BOOL);
   std::vector<std::string> all(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
-    const pmix_proc_t peer = proc_of(nspace_, static_cast<pmix_rank_t>(r));
     Value got;
-    rc = PMIx_Get(&peer, key.c_str(), only_here.info, only_here.count, &got.value);
+    rc = get_part(proc_of(nspace_, static_cast<pmix_rank_t>(r)), key, got);
     if (rc != PMIX_SUCCESS) {
       throw Error(Code::peer_failed, "bootstrap: rank " + std::to_string(r) + "'s part of " + name +
                                          " is missing after the fence (" + PMIx_Error_string(rc) +

@@ -8,6 +8,10 @@
  *   kill NP         rank NP-1 kills itself (SIGKILL) in the middle of a run of allreduces; each
  *                   other rank must get IBCOLL_ERR_PEER_FAILED within 30 s, prints
  *                   "rank R: clear error ...", finalizes and exits 0
+ *   absent NP       rank NP-1 kills itself before ibcoll_init; each other rank's ibcoll_init
+ *                   must fail with IBCOLL_ERR_TIMEOUT saying that not every rank came (the
+ *                   launcher's PMIx tells no rank of the death), prints "rank R: clear error ..."
+ *                   and exits 0
  * Anything else is printed as "rank R: FAILED ..." and exits 1. */
 #include <ibcoll/ibcoll.h>
 #ifdef LAUNCHED_JOB_HAS_PMIX
@@ -167,6 +171,34 @@ static int kill_one(ibcoll_comm_t world, int expected) {
   }
 }
 
+/* Rank NP-1 (PMIX_RANK, which the launcher's PMIx server sets) dies before it starts; the others'
+   ibcoll_init must say within their deadline that it did not come. */
+static int without_the_last(int expected) {
+  const char* launched_rank = getenv("PMIX_RANK");
+  if (launched_rank == NULL) {
+    printf("rank ?: FAILED PMIX_RANK is unset\n");
+    return 1;
+  }
+  my_rank = atoi(launched_rank);
+  if (my_rank == expected - 1) raise(SIGKILL);
+  ibcoll_context_t context;
+  struct timespec since;
+  clock_gettime(CLOCK_MONOTONIC, &since);
+  const ibcoll_status_t status = ibcoll_init(&context);
+  const double after = seconds_since(&since);
+  if (status == IBCOLL_SUCCESS) {
+    printf("rank %d: FAILED ibcoll_init succeeded without rank %d\n", my_rank, expected - 1);
+    ibcoll_finalize(context);
+    return 1;
+  }
+  EXPECT(status == IBCOLL_ERR_TIMEOUT, "ibcoll_init: %s, not a timeout: %s",
+         ibcoll_status_name(status), ibcoll_last_error());
+  EXPECT(strstr(ibcoll_last_error(), "not every rank came") != NULL,
+         "ibcoll_init's error does not say that a rank did not come: %s", ibcoll_last_error());
+  printf("rank %d: clear error after %.1f s: %s\n", my_rank, after, ibcoll_last_error());
+  return 0;
+}
+
 /* One context from ibcoll_init to ibcoll_finalize, running the mode. */
 static int run_context(int collectives_mode, int expected) {
   ibcoll_context_t context;
@@ -185,11 +217,13 @@ static int run_context(int collectives_mode, int expected) {
 int main(int argc, char** argv) {
   const char* mode = argc == 3 ? argv[1] : "";
   const int contexts = strcmp(mode, "twice") == 0 ? 2 : 1;
-  if (strcmp(mode, "collectives") != 0 && strcmp(mode, "twice") != 0 && strcmp(mode, "kill") != 0) {
-    fprintf(stderr, "usage: %s collectives|twice|kill NP\n", argv[0]);
+  if (strcmp(mode, "collectives") != 0 && strcmp(mode, "twice") != 0 && strcmp(mode, "kill") != 0 &&
+      strcmp(mode, "absent") != 0) {
+    fprintf(stderr, "usage: %s collectives|twice|kill|absent NP\n", argv[0]);
     return 2;
   }
   const int expected = atoi(argv[2]);
+  if (strcmp(mode, "absent") == 0) return without_the_last(expected);
   for (int context = 0; context < contexts; ++context) {
     const int result = run_context(strcmp(mode, "kill") != 0, expected);
     if (result != 0) return result;
