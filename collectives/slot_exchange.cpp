@@ -36,7 +36,9 @@ Region::Buffer& SlotExchange::buffer_of(int member, uint64_t sequence) const {
 
 bool SlotExchange::gone(int member) {
   waiting_on_ = member;
-  Status trouble = slots_.trouble(member, ++idle_);
+  // Most looks end here: the look itself is what a waiting rank repeats.
+  if (++idle_ % SlotGroup::kPollsPerAbandonCheck != 0) return false;
+  Status trouble = slots_.trouble(member, idle_);
   if (trouble.ok()) return false;
   verdict_ = std::move(trouble);
   done_ = true;
@@ -102,8 +104,11 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
   }
   // After publishing, so that no one waits for it: no member can reuse its buffer of this
   // rank's previous call before this rank publishes again.
-  if (!verified_earlier_call()) return false;
-  if (done_) return true;
+  if (!earlier_verified_) {
+    if (!verified_earlier_call()) return false;
+    if (done_) return true;
+    earlier_verified_ = true;
+  }
   if (source_ == kEveryMember) {
     if (!all_published(sequence_)) return false;
     if (done_) return true;

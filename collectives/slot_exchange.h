@@ -24,10 +24,11 @@ class SlotExchange {
 
   // `source`: the one member whose contribution this rank needs, or kEveryMember.
   SlotExchange(const Group& group, const CallSignature& mine, int source = kEveryMember);
-  // Publishes `bytes` (≤ SlotRegion::kDataBytes) of `data` once the buffer is free, then looks
-  // for the others'. True once the contributions this rank needs are visible, or a member it
-  // waits on has died (the verdict says which).
+  // Publishes `bytes` (≤ SlotRegion::kDataBytes) of `data` once the buffer is free (ignored
+  // once published()), then looks for the others'. True once the contributions this rank needs are
+  // visible, or a member it waits on has died (the verdict says which).
   bool advance(const void* data, size_t bytes);
+  bool published() const { return published_; }
   // Once advance() is true: ok, a mismatch with the members seen, or a dead member.
   const Status& verdict() const { return verdict_; }
   // The verdict on this rank's call before this one, if it saw only one member then (ok if
@@ -68,6 +69,7 @@ class SlotExchange {
   Signature signature_;
   int source_;
   bool published_ = false;
+  bool earlier_verified_ = false;
   bool done_ = false;
   bool released_ = false;
   int next_member_ = 0;  // the next member whose contribution has not been seen

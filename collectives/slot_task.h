@@ -26,7 +26,8 @@ class SlotTask : public CollectiveTask {
 
   State advance() override {
     if (!exchanged_) {
-      const auto [data, bytes] = contribution();
+      const auto [data, bytes] =
+          exchange_.published() ? std::pair<const void*, size_t>() : contribution();
       if (!exchange_.advance(data, bytes)) return State::running;
       if (exchange_.verdict().ok()) consume(exchange_);
       exchanged_ = true;
