@@ -83,20 +83,18 @@ uint32_t job_number(const std::string& nspace, const char* key) {
 
 // Reads a rank's part after the collecting fence. Under gds/ds21 (PMIx's default) the fence left
 // every part in the node's shared store, and a get that may not ask the server finds it there.
-// Under gds/hash the parts stay with the server: a get that may ask it finds them there. A part the
-// server does not hold after the fence is a rank's that was not in it, so the wait for it is
-// short (PMIX_TIMEOUT, which the server reads as a uint32; for a remote rank it asks that rank's
-// daemon, which answers that it has none).
+// Under gds/hash the parts stay with the server, so a part not found here is asked of it, with
+// PMIX_IMMEDIATE: the fence stored every part it gathered before it let the ranks go, so one the
+// server lacks now never comes, and it says so at once (without, it would wait 2 s for a rank
+// of this node, and for one of another node ask that node's daemon, which waits for good).
 pmix_status_t get_part(const pmix_proc_t& peer, const std::string& key, Value& got) {
-  constexpr uint32_t kSecondsForAMissingPart = 5;
   Infos only_here;
-  bool optional = true;
-  only_here.add(PMIX_OPTIONAL, &optional, PMIX_BOOL);
+  bool yes = true;
+  only_here.add(PMIX_OPTIONAL, &yes, PMIX_BOOL);
   pmix_status_t rc = PMIx_Get(&peer, key.c_str(), only_here.info, only_here.count, &got.value);
   if (rc != PMIX_ERR_NOT_FOUND) return rc;
   Infos from_server;
-  uint32_t seconds = kSecondsForAMissingPart;
-  from_server.add(PMIX_TIMEOUT, &seconds, PMIX_UINT32);
+  from_server.add(PMIX_IMMEDIATE, &yes, PMIX_BOOL);
   return PMIx_Get(&peer, key.c_str(), from_server.info, from_server.count, &got.value);
 }
 
@@ -179,7 +177,7 @@ std::vector<std::string> PmixBootstrap::allgather(const std::string& name,
                                          " is missing after the fence (" + PMIx_Error_string(rc) +
                                          "): it has left the job");
     }
-    if (got.value->type != PMIX_BYTE_OBJECT || got.value->data.bo.size == 0) {
+    if (!got.value || got.value->type != PMIX_BYTE_OBJECT || got.value->data.bo.size == 0) {
       throw Error(Code::internal, "bootstrap: rank " + std::to_string(r) + "'s " + name +
                                       " is not this library's part");
     }
