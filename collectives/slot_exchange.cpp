@@ -36,9 +36,7 @@ Region::Buffer& SlotExchange::buffer_of(int member, uint64_t sequence) const {
 
 bool SlotExchange::gone(int member) {
   waiting_on_ = member;
-  // Most looks end here: the look itself is what a waiting rank repeats.
-  if (++idle_ % SlotGroup::kPollsPerAbandonCheck != 0) return false;
-  Status trouble = slots_.trouble(member, idle_);
+  Status trouble = slots_.trouble(member, ++idle_);
   if (trouble.ok()) return false;
   verdict_ = std::move(trouble);
   done_ = true;
@@ -57,7 +55,6 @@ bool SlotExchange::all_published(uint64_t sequence) {
 
 bool SlotExchange::verified_earlier_call() {
   const uint64_t earlier = slots_.unverified;
-  if (earlier == 0) return true;
   if (!all_published(earlier)) return false;
   if (done_) return true;  // a member died
   earlier_ = compare_signatures(earlier, slots_.unverified_signature);
@@ -104,10 +101,9 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
   }
   // After publishing, so that no one waits for it: no member can reuse its buffer of this
   // rank's previous call before this rank publishes again.
-  if (!earlier_verified_) {
+  if (slots_.unverified != 0) {  // it is 0 once verified
     if (!verified_earlier_call()) return false;
     if (done_) return true;
-    earlier_verified_ = true;
   }
   if (source_ == kEveryMember) {
     if (!all_published(sequence_)) return false;

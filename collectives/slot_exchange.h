@@ -57,7 +57,8 @@ class SlotExchange {
   // else the mismatch.
   Status compare_signatures(uint64_t sequence, const Signature& mine,
                             int only = kEveryMember) const;
-  // This rank's call before, if unverified, compared once every member has published it.
+  // This rank's call before, while unverified (slots_.unverified), compared once every member
+  // has published it.
   bool verified_earlier_call();
   // A fruitless look at `member`: now and then, whether it gave up or died (then this call
   // gives up too, and the verdict says why). True once so.
@@ -69,7 +70,6 @@ class SlotExchange {
   Signature signature_;
   int source_;
   bool published_ = false;
-  bool earlier_verified_ = false;
   bool done_ = false;
   bool released_ = false;
   int next_member_ = 0;  // the next member whose contribution has not been seen

@@ -9,8 +9,7 @@ namespace ibcoll::collectives {
 
 using Region = transport::shm::SlotRegion;
 
-Status SlotGroup::trouble(int member, uint32_t idle) const {
-  if (idle % kPollsPerAbandonCheck != 0) return {};
+Status SlotGroup::gave_up_or_died(int member, uint32_t idle) const {
   const Region::Abandoned& abandoned = slot_of(member).abandoned;
   if (const uint64_t call = Region::load(abandoned.call)) {
     const auto code = static_cast<Code>(Region::load(abandoned.code));

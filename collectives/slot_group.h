@@ -45,8 +45,14 @@ struct SlotGroup {
     return region->slot(binding.set(), local_ranks[static_cast<size_t>(member)]);
   }
   pid_t pid_of(int member) const { return region->pid(local_ranks[static_cast<size_t>(member)]); }
-  // After `idle` fruitless looks at `member`: why waiting on it is over, or ok.
-  Status trouble(int member, uint32_t idle) const;
+  // After `idle` fruitless looks at `member`: why waiting on it is over, or ok. Inline: most
+  // looks check nothing, and a waiting rank repeats them.
+  Status trouble(int member, uint32_t idle) const {
+    if (idle % kPollsPerAbandonCheck != 0) return {};
+    return gave_up_or_died(member, idle);
+  }
+  // trouble()'s look: whether `member` gave up on its call or (now and then) died.
+  Status gave_up_or_died(int member, uint32_t idle) const;
   // Copies `bytes` at `address` in `member`'s process into `into` (single copy): ok, or why
   // not, naming `what` ("single-copy bcast"). Also not ok when the member has given up on its
   // call, since it may have reused the memory while it was read.

@@ -155,10 +155,10 @@ std::vector<std::string> PmixBootstrap::allgather(const std::string& name,
   if (seconds > 0) fence.add(PMIX_TIMEOUT, &seconds, PMIX_INT);
   const pmix_proc_t everyone = proc_of(nspace_, PMIX_RANK_WILDCARD);
   rc = PMIx_Fence(&everyone, 1, fence.info, fence.count);
-  // A rank that dies during the fence makes it PARTIAL_SUCCESS; one dead before it is left out
-  // of it (SUCCESS, under mpirun --enable-recovery), and only its missing part tells.
-  // Open MPI's mpirun tells no rank of another's death before the fence, even with
-  // --enable-recovery: the fence's deadline is what ends the wait.
+  // A rank that dies during the fence makes it PARTIAL_SUCCESS; one that joined PMIx and died
+  // before it is left out of it (SUCCESS, under mpirun --enable-recovery), and only its missing
+  // part tells. One that died before joining PMIx, Open MPI's mpirun reports to no one: the
+  // fence's deadline is what ends the wait.
   if (rc == PMIX_ERR_TIMEOUT) {
     throw Error(Code::timeout, "bootstrap: not every rank came to the PMIx fence (" + name +
                                    ") within " + std::to_string(seconds) +
