@@ -158,7 +158,13 @@ std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
       std::make_unique<Operation>(std::move(task), std::move(checker), channel_, members_, call.tag,
                                   call.last_tag, call.algorithm.collective, call.algorithm.name);
   operation->start();
+  if (held_) operation->after(std::move(held_));
   return operation;
+}
+
+void Communicator::hold(std::unique_ptr<Operation> returned) {
+  if (held_) throw Error(Code::internal, "a call returned early while an earlier one ran on");
+  held_ = std::move(returned);
 }
 
 }  // namespace ibcoll::collectives

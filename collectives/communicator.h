@@ -73,6 +73,13 @@ class Communicator {
                                    uint64_t extra = 0) {
     return start(prepare(collective, args, extra));
   }
+  // A call that returned early (Operation::returned) and runs on: the communicator holds it,
+  // and its next call follows it (Operation::after). At most one: a call returns early only
+  // once the one before it has ended.
+  void hold(std::unique_ptr<Operation> returned);
+  // The call it holds, if any (to settle before the communicator goes).
+  Operation* held() { return held_.get(); }
+  void drop_held() { held_.reset(); }
   const Policy& policy() const { return policy_; }
   // Calls prepared from now on choose by `policy` (every member must change it alike, between
   // the same two calls).
@@ -110,6 +117,8 @@ class Communicator {
   };
   const Algorithm& algorithm_for(Collective collective, const CollectiveArgs& args);
   RecentChoices recent_choices_[2];
+  // Last: it goes first, while the members and channel its messages name are still here.
+  std::unique_ptr<Operation> held_;
 };
 
 }  // namespace ibcoll::collectives

@@ -22,10 +22,11 @@ DoublingExchange::DoublingExchange(Group group, CollectiveArgs args, uint64_t ba
 void DoublingExchange::start() {
   begin();
   header_ = checked_ ? sizeof(Fields) : 0;
+  virtual_rank_ = folding_.virtual_rank(group_.rank);
+  if (checked_ && needs_nothing_received()) return post_everything();
   // One allocation: what comes in, then (checked) what goes out.
   buffers_.allocate((checked_ ? 2 : 1) * (header_ + payload_bytes_));
   const int me = group_.rank;
-  virtual_rank_ = folding_.virtual_rank(me);
   if (folding_.sits_out(me)) {  // hand the payload to the odd neighbour, wait for the result
     send(me + 1, 0);
     phase_ = Phase::folded_out;
@@ -65,8 +66,48 @@ DoublingExchange::State DoublingExchange::advance() {
       case Phase::unfolding:
         if (folding_.sits_out(group_.rank)) take(group_.rank + 1, true);
         return finish();
+      case Phase::posted_all:
+        for (int i = 0; i < fields_posted_; ++i)
+          fold_fields(buffers_.data() + static_cast<size_t>(i) * header_);
+        return finish();
     }
   }
+}
+
+// The same (member, step) messages as the steps below would post one by one, all now: one
+// outgoing copy (after the receives' room) serves every send, and each receive takes the fields
+// alone (a longer message is cut short, which a receive that is not exact accepts).
+void DoublingExchange::post_everything() {
+  const int me = group_.rank;
+  const std::span<const std::byte> data = payload();
+  const size_t outgoing_bytes = header_ + data.size();
+  const int steps = __builtin_ctz(static_cast<unsigned>(folding_.pof2));
+  const int receives = folding_.sits_out(me) ? 1 : steps + (folding_.paired(me) ? 1 : 0);
+  buffers_.allocate(static_cast<size_t>(receives) * header_ + outgoing_bytes);
+  std::byte* outgoing = buffers_.data() + static_cast<size_t>(receives) * header_;
+  std::memcpy(outgoing, agreed_.data(), header_);
+  if (!data.empty()) std::memcpy(outgoing + header_, data.data(), data.size());
+  phase_ = Phase::posted_all;
+  auto post_send = [&](int member, uint32_t s) {
+    send_to(member, step(s), outgoing, outgoing_bytes);
+  };
+  auto post_receive = [&](int member, uint32_t s) {
+    std::byte* fields = buffers_.data() + static_cast<size_t>(fields_posted_++) * header_;
+    recv_from(member, step(s), fields, header_, false);
+  };
+  if (folding_.sits_out(me)) {
+    post_send(me + 1, 0);
+    post_receive(me + 1, kFinalStep);
+    return;
+  }
+  if (folding_.paired(me)) post_receive(me - 1, 0);
+  for (int mask = 1; mask < folding_.pof2; mask <<= 1) {
+    const int partner = folding_.member_of(virtual_rank_ ^ mask);
+    const auto s = static_cast<uint32_t>(1 + __builtin_ctz(static_cast<unsigned>(mask)));
+    post_send(partner, s);
+    post_receive(partner, s);
+  }
+  if (folding_.paired(me)) post_send(me - 1, kFinalStep);
 }
 
 uint32_t DoublingExchange::step(uint32_t s) const {
@@ -113,13 +154,17 @@ void DoublingExchange::receive(int member, uint32_t s) {
 void DoublingExchange::take(int other, bool last) {
   std::byte* payload = incoming() + header_;
   if (checked_) {
-    Fields theirs;
-    std::memcpy(theirs.data(), incoming(), header_);
-    for (size_t i = 0; i < agreed_.size(); ++i)
-      agreed_[i] = std::min(agreed_[i], theirs[i]);
+    fold_fields(incoming());
     if (received(last_receive_) != header_ + payload_bytes_) payload = nullptr;
   }
   absorb(other, payload, last);
+}
+
+void DoublingExchange::fold_fields(const std::byte* fields) {
+  Fields theirs;
+  std::memcpy(theirs.data(), fields, header_);
+  for (size_t i = 0; i < agreed_.size(); ++i)
+    agreed_[i] = std::min(agreed_[i], theirs[i]);
 }
 
 DoublingExchange::State DoublingExchange::finish() {

@@ -11,6 +11,13 @@
 // message of its own. Its messages use the check's steps (from kAlgorithmSteps up), so members
 // running the check alone (no payload), a checked allreduce or a checked bcast all meet, and
 // messages of another length are taken, not refused: the fields say what differs.
+//
+// A member whose payload is whole from the start and who needs nothing it receives (a bcast's
+// root) posts all its messages at once, from one copy of its fields and payload: its caller may
+// have the call back once they are sent (caller_done), while the receives of the others' fields
+// finish the verdict. Its messages carry its own fields, not a running minimum, so what passes
+// through it is its call alone: every member still learns whether its call is the root's, but a
+// member whose only path to another runs through the root does not learn that one's.
 #pragma once
 
 #include <array>
@@ -27,6 +34,7 @@ class DoublingExchange : public CollectiveTask {
  public:
   void start() override;
   State advance() override;
+  bool caller_done() const override { return phase_ == Phase::posted_all && sends_done(); }
 
  protected:
   // `payload_bytes`: the length of a payload in this call (what a member receives at most).
@@ -42,28 +50,34 @@ class DoublingExchange : public CollectiveTask {
   virtual void absorb(int other, std::byte* incoming, bool last) = 0;
   // Once every step is done and the calls agree; a failure fails the call.
   virtual Status finish_payload() { return {}; }
+  // Checked only: this member's payload is whole at begin() and nothing received changes it or
+  // the caller's buffers, so it posts every message at once (absorb is never called).
+  virtual bool needs_nothing_received() const { return false; }
   // A message came that the calls' fields alone cannot explain (calls agreed, lengths did not).
   void mark_differs() { differs_ = true; }
 
   const size_t payload_bytes_;
 
  private:
-  enum class Phase { folding_in, folded_out, doubling, unfolding };
+  enum class Phase { folding_in, folded_out, doubling, unfolding, posted_all };
   static constexpr uint32_t kFinalStep = 63;
   using Fields = std::array<uint64_t, 2 * CallSignature::kFields>;  // value, ~value per field
 
   uint32_t step(uint32_t s) const;
+  void post_everything();
   void begin_doubling();
   void exchange();
   void send(int member, uint32_t s);
   void receive(int member, uint32_t s);
   void take(int other, bool last);
+  void fold_fields(const std::byte* fields);
   State finish();
 
   Folding folding_{group_.size()};
   bool checked_ = false, differs_ = false;
   Fields agreed_{};
   size_t header_ = 0, last_receive_ = 0;
+  int fields_posted_ = 0;  // post_everything's receives (of fields alone), first in buffers_
   std::byte* incoming() const { return buffers_.data(); }
   Scratch buffers_;
   int virtual_rank_ = 0, mask_ = 1;

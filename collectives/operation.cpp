@@ -25,7 +25,29 @@ std::string Operation::describe() const {
       describe_call(collective_, algorithm_, base_tag_, static_cast<int>(members_.size()));
   if (state_ != State::running) return call + ": it has ended (" + status_.to_string() + ")";
   return call + ": it waits for " +
-         (checking_ ? check_->waiting() + " (the call check)" : task_->waiting());
+         (checking_ ? check_->waiting() + " (the call check)" : task_->waiting()) +
+         (earlier_ ? "; and for this rank's call before it, which returned early: " +
+                         earlier_->describe()
+                   : "");
+}
+
+void Operation::after(std::unique_ptr<Operation> earlier) {
+  if (earlier->advance() == State::running) {
+    earlier_ = std::move(earlier);
+  } else {
+    take_earlier(*earlier);
+  }
+}
+
+void Operation::take_earlier(const Operation& earlier) {
+  const Status& failure = earlier.status();
+  if (failure.ok() || !earlier_verdict_.ok()) return;
+  earlier_verdict_ =
+      Status(failure.code(),
+             "this rank's call before this one, which it left "
+             "without waiting for every rank, " +
+                 std::string(failure.code() == Code::mismatch ? "was mismatched: " : "failed: ") +
+                 failure.message());
 }
 
 const Status* Operation::failed_member() {
@@ -52,17 +74,23 @@ void Operation::start() {
 
 Operation::State Operation::advance() {
   if (state_ != State::running) return state_;
+  if (earlier_ && earlier_->advance() != State::running) {
+    take_earlier(*earlier_);
+    earlier_.reset();
+  }
   if (const Status* failure = failed_member()) return finish(*failure);
   if (checking_) {
     if (check_->advance() == State::running) return State::running;
     if (Status verdict = check_->verdict(); !verdict.ok()) return finish(std::move(verdict));
-    earlier_verdict_ = check_->earlier_verdict();
+    if (earlier_verdict_.ok()) earlier_verdict_ = check_->earlier_verdict();
     checking_ = false;
     task_->start();
   }
   const State task_state = task_->advance();
   if (task_state == State::running) return State::running;
-  return finish(task_->status().ok() ? earlier_verdict_ : task_->status());
+  if (!task_->status().ok()) return finish(task_->status());
+  if (earlier_) return State::running;  // its verdict is this call's to report
+  return finish(earlier_verdict_);
 }
 
 void Operation::abandon(const Status& why) {
@@ -76,7 +104,9 @@ Operation::State Operation::finish(Status status) {
     channel_.cancel(base_tag_, last_tag_);
     if (check_) check_->abandon(status_);
     task_->abandon(status_);
+    if (earlier_) earlier_->abandon(status_);
   }
+  earlier_.reset();
   return state_;
 }
 

@@ -3,6 +3,11 @@
 // disagree all fail with the check's verdict before any of the caller's data moves (and no
 // message of a mismatched call can land in a buffer afterwards). A call that fails or is given
 // up on withdraws its posted receives; a member the transport has declared failed fails it.
+//
+// A blocking call may return early (return_early): once its task needs nothing more of the
+// caller's buffers and no member waits on it (a small bcast's root, its messages posted), its
+// caller has it back while it runs on, held by its communicator; that communicator's next
+// call follows it (after): it ends only after the earlier one, and reports that one's failure.
 #pragma once
 
 #include <memory>
@@ -32,8 +37,20 @@ class Operation : public CallObject {
   State advance();
   // Ends a running operation with `why` (a deadline passed, say).
   void abandon(const Status& why);
+  // The call may return to its caller before it ends (see returned()).
+  void return_early() { may_return_early_ = true; }
+  // `earlier`: this communicator's previous call, which returned early; this one ends after it
+  // and reports its failure (the first of this one's own and the earlier one's).
+  void after(std::unique_ptr<Operation> earlier);
 
   State state() const { return state_; }
+  // Whether its caller has the call back: ended, or allowed to return early, its task done with
+  // the caller (CollectiveTask::caller_done) and no earlier call left to report. Its status
+  // is then ok until it ends.
+  bool returned() const {
+    return state_ != State::running ||
+           (may_return_early_ && !checking_ && !earlier_ && task_->caller_done());
+  }
   const Status& status() const { return status_; }
   // The call and what it waits for, in words: "allreduce #12 (ring) on communicator 5 of 8
   // ranks: it waits for a message from rank 3 (job rank 9) in step 1".
@@ -41,6 +58,8 @@ class Operation : public CallObject {
 
  private:
   State finish(Status status);
+  // The earlier call has ended: keeps its failure for this call's report.
+  void take_earlier(const Operation& earlier);
   // Now and then while running: a failed member fails the call, even one this rank does not
   // talk to directly (its partners may be waiting on it).
   const Status* failed_member();
@@ -54,9 +73,13 @@ class Operation : public CallObject {
   const char* algorithm_;
   uint32_t advances_ = 0;
   bool checking_ = false;  // in the call check; the task has not started
+  bool may_return_early_ = false;
   State state_ = State::running;
   Status status_;
-  Status earlier_verdict_;  // the check's, reported once the task has run
+  // On an earlier call: the check's (slots) or the earlier operation's failure, reported once
+  // the task has run.
+  Status earlier_verdict_;
+  std::unique_ptr<Operation> earlier_;  // still running
 };
 
 }  // namespace ibcoll::collectives

@@ -18,6 +18,7 @@ size_t CollectiveTask::track(int member, uint32_t step, bool receive, size_t pie
   if (m.posted >= m.first.size()) m.more.emplace_back();
   m.at(m.posted) = {false, 0, member, step, receive, pieces};
   ++m.pending;
+  if (!receive) ++m.sends_pending;
   return m.posted++;
 }
 
@@ -53,6 +54,7 @@ size_t CollectiveTask::send_to(int member, uint32_t step, const void* data, size
                           Record& r = m->at(index);
                           if (--r.pieces_left == 0) {
                             --m->pending;
+                            --m->sends_pending;
                             r.completed = true;
                           }
                           if (!s.ok() && m->status.ok()) m->status = s;

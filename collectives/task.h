@@ -69,6 +69,12 @@ class CollectiveTask : public CallObject {
   // 12) in step 2"), for a timeout's error and a hang report. By default its messages still
   // under way.
   virtual std::string waiting() const;
+  // Whether the caller may have the call back while the task runs on: nothing it does from now
+  // reads or writes the caller's buffers, and no member waits for anything it has yet to send,
+  // its sends complete (the channel needs no more progress on this rank for them): what is left
+  // is learning the others' verdict. An Operation allowed to return early
+  // (Operation::return_early) then does.
+  virtual bool caller_done() const { return false; }
   const Status& status() const { return messages_ ? messages_->status : kNoFailure; }
 
  protected:
@@ -83,6 +89,8 @@ class CollectiveTask : public CallObject {
   size_t recv_from(int member, uint32_t step, void* data, size_t bytes, bool exact = true);
   size_t received(size_t message) const { return messages_->at(message).received; }
   bool step_done() const { return !messages_ || messages_->pending == 0; }
+  // Every send posted has completed: the channel holds none of its data any more.
+  bool sends_done() const { return !messages_ || messages_->sends_pending == 0; }
   bool completed(size_t message) const { return messages_->at(message).completed; }
   // Fails the task with `status` (for failures that are not a message's).
   void fail(Status status) {
@@ -107,7 +115,7 @@ class CollectiveTask : public CallObject {
     size_t pieces_left = 1;  // of a message split to fit the channel
   };
   struct Messages {
-    int pending = 0;
+    int pending = 0, sends_pending = 0;
     Status status;  // the first failure
     // Per message posted, in posting order; the first few inline, since most calls post few
     // and this is allocated per call.

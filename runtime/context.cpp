@@ -175,8 +175,10 @@ void Context::tune_node() {
 Context::~Context() {
   // No rank may tear down its transports while a peer still needs them (a message it sent
   // may still be on the wire), so the last step is a barrier of the whole job; unless a rank is
-  // known gone, which would leave the barrier waiting for it until the deadline.
+  // known gone, which would leave the barrier waiting for it until the deadline. A world call
+  // that returned early ends first: the barrier moves no message of its.
   try {
+    if (world_) settle(*world_);
     if ((channel_ && channel_->any_rank_gone()) || a_node_rank_exited()) {
       IBCOLL_LOG(warn, "leaving without a barrier: a rank of the job is gone");
       job_.bootstrap().leave_without_everyone();
@@ -311,7 +313,24 @@ Status Context::run(Communicator& communicator, Collective collective,
         });
   }
   Request request(*this, communicator.start(call));
-  return wait(request);
+  request.operation().return_early();
+  const Status outcome = wait(request);
+  if (request.operation().state() == collectives::Operation::State::running) {
+    communicator.hold(std::move(request.operation_));  // it returned early and runs on
+  }
+  return outcome;
+}
+
+void Context::settle(Communicator& communicator) {
+  collectives::Operation* held = communicator.held();
+  if (!held) return;
+  try {
+    drive_until([&] { return held->advance() != collectives::Operation::State::running; },
+                [&] { return held->describe(); });
+  } catch (const Error& e) {
+    IBCOLL_LOG(warn, "a call that returned early did not end: " << e.what());
+  }
+  communicator.drop_held();
 }
 
 void Context::advance_all() {

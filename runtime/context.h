@@ -35,7 +35,8 @@ class Request {
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
-  bool done() const { return operation_->state() != collectives::Operation::State::running; }
+  // Its caller has it back (Operation::returned).
+  bool done() const { return operation_->returned(); }
   const Status& status() const { return operation_->status(); }
   collectives::Operation& operation() { return *operation_; }
 
@@ -100,6 +101,10 @@ class Context {
   int progress();
   // Drives progress until `request` ends; after IBCOLL_TIMEOUT it ends it with a timeout.
   const Status& wait(Request& request);
+  // Before `communicator` goes: drives the call it holds that returned early
+  // (Communicator::hold) to its end, within IBCOLL_TIMEOUT; past that, gives it up (said in a
+  // warning).
+  void settle(collectives::Communicator& communicator);
 
  private:
   friend class Request;

@@ -107,7 +107,10 @@ TEST(Errors, BadArgumentsAreRefusedAndChangeNothing) {
 // IBCOLL_ERR_MISMATCH naming the field, and the next, matching call must work. In a small bcast
 // (slots) a rank waits only for the root it names, and compares its call with the root's at
 // once and with everyone's at its next call: a rank whose call matched its root's reports the
-// mismatch there instead, after that call has run in full; the call after that works.
+// mismatch there instead, after that call has run in full; the call after that works. Without
+// slots, a small bcast's root (by the checked binomial: the check travels with the vector)
+// returns once its messages are sent, if that is before the others' came, and then reports at
+// its next call.
 TEST(Errors, MismatchedCallsFailOnEveryRank) {
   struct Case {
     const char* field;
@@ -115,6 +118,8 @@ TEST(Errors, MismatchedCallsFailOnEveryRank) {
     // With slots, whether rank `me` reports it late; null: nobody. A single-copy bcast's root
     // waits for its receivers to be done with its buffer, and so sees a mismatch at once.
     bool (*reports_late)(int me, int ranks, bool single_copy) = nullptr;
+    // Whether rank `me` makes itself the root of a bcast of 64 int32 (null: nobody).
+    bool (*root_of_own_bcast)(int me, int ranks) = nullptr;
   };
   const Case cases[] = {
       {"count",
@@ -139,12 +144,14 @@ TEST(Errors, MismatchedCallsFailOnEveryRank) {
        // The odd rank names root 1; with 3 ranks or more rank 1 names root 0 and differs.
        [](int me, int n, bool single_copy) {
          return single_copy ? me != 0 && me != n - 1 : me != n - 1 || n == 2;
-       }},
+       },
+       [](int me, int n) { return me == 0 || (n == 2 && me == 1); }},
       {"count",  // of a bcast: the root and all but one receiver agree
        [](bool odd, ibcoll_comm_t c, std::vector<int32_t>& d) {
          return ibcoll_bcast(d.data(), odd ? 32 : 64, IBCOLL_INT32, 0, c);
        },
-       [](int me, int n, bool single_copy) { return me != n - 1 && !(single_copy && me == 0); }},
+       [](int me, int n, bool single_copy) { return me != n - 1 && !(single_copy && me == 0); },
+       [](int me, int) { return me == 0; }},
       {"collective",
        [](bool odd, ibcoll_comm_t c, std::vector<int32_t>& d) {
          return odd ? ibcoll_bcast(d.data(), 64, IBCOLL_INT32, 0, c)
@@ -169,9 +176,16 @@ TEST(Errors, MismatchedCallsFailOnEveryRank) {
               const bool by_single_copy = std::string(single_copy) == "1";
               if (std::string(slots) == "1" && by_single_copy)
                 expect_algorithm(r.world(), IBCOLL_BCAST, 64, IBCOLL_INT32, "single_copy");
-              const bool late = std::string(slots) == "1" && c.reports_late &&
-                                c.reports_late(me, n, by_single_copy);
+              const bool by_messages_root =
+                  std::string(slots) == "0" && c.root_of_own_bcast && c.root_of_own_bcast(me, n) &&
+                  std::string(ibcoll_algorithm(r.world(), IBCOLL_BCAST, 64, IBCOLL_INT32)) ==
+                      "binomial";
               const ibcoll_status_t mismatched = c.call(me == n - 1, r.world(), data);
+              // Such a root returns early only if its messages were sent before the others'
+              // came: it reports at this call or the next.
+              const bool late = (by_messages_root && mismatched == IBCOLL_SUCCESS) ||
+                                (std::string(slots) == "1" && c.reports_late &&
+                                 c.reports_late(me, n, by_single_copy));
               std::vector<int32_t> ones(5, 1);
               const ibcoll_status_t next = ibcoll_allreduce(IBCOLL_IN_PLACE, ones.data(), 5,
                                                             IBCOLL_INT32, IBCOLL_SUM, r.world());
@@ -259,6 +273,50 @@ TEST(Errors, ASingleCopyBcastsRootWaitsForItsReceiversAndNoticesADeadOne) {
           expect_dead_rank_named(s, 2, "the root of a bcast with a dead receiver");
           RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10),
                      "the root waited far longer for a dead receiver than liveness checks take");
+        }
+        meet_without_ibcoll("answered", me, {0, 1});  // a survivor that left would look dead
+        return 0;
+      },
+      options);
+  expect_rank_2_killed(exits);
+}
+
+// Without slots, a small bcast's root returns once its messages are out (the checked binomial
+// carries the call check with the vector): receivers that call only after it has returned and
+// reused its buffer get what it had, a communicator freed at once waits for them, and on 2, 3
+// (folding) and 4 ranks every root does (IBCOLL_TIMEOUT 5 s: a root that waited would fail).
+TEST(Errors, ASmallBcastsRootReturnsBeforeItsReceiversCall) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_SHM_SLOTS", "0"}, {"IBCOLL_TIMEOUT", "5s"}};
+  expect_roots_return_first(options, {2, 3, 4}, "shm");
+}
+
+// A small bcast's root (without slots) returns before its receivers are heard from, so a
+// receiver that dies instead of calling fails the root's next call, naming it, within seconds
+// (IBCOLL_TIMEOUT is a minute); the other receiver, which waits on it, fails at once.
+TEST(Errors, AReceiverThatDiesAfterTheRootReturnedFailsTheRootsNextCall) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_SHM_SLOTS", "0"}, {"IBCOLL_TIMEOUT", "60s"}};
+  const auto exits = run_ranks(
+      3,
+      [](int me, int) {
+        CapiRank r;
+        std::vector<uint8_t> data(100, me == 0 ? 0xA5 : 0);
+        expect_algorithm(r.world(), IBCOLL_BCAST, data.size(), IBCOLL_UINT8, "binomial");
+        if (me == 2) raise(SIGKILL);
+        const ibcoll_status_t s =
+            ibcoll_bcast(data.data(), data.size(), IBCOLL_UINT8, 0, r.world());
+        if (me == 0) {
+          RANK_CHECK(s == IBCOLL_SUCCESS, ibcoll_last_error());  // it returned early
+          const auto start = std::chrono::steady_clock::now();
+          int64_t x = 1;
+          expect_dead_rank_named(
+              ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_INT64, IBCOLL_SUM, r.world()), 2,
+              "the root's call after a receiver died");
+          RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10),
+                     "the root waited far longer for a dead receiver than liveness checks take");
+        } else {
+          expect_dead_rank_named(s, 2, "a receiver whose partner died");
         }
         meet_without_ibcoll("answered", me, {0, 1});  // a survivor that left would look dead
         return 0;

@@ -273,6 +273,16 @@ TEST(VerbsCollectives, MismatchFailsEveryRank) {
       options));
 }
 
+// A small bcast's root returns once its messages are sent, over verbs too (once connected): the
+// receivers call only after it has returned and reused its buffer, and get what it had (on 2
+// and 3 ranks, every root; a communicator freed at once waits for its receivers). A root whose
+// message waits for a handshake stays in its call until it is sent.
+TEST(VerbsCollectives, ASmallBcastsRootReturnsBeforeItsReceiversCall) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_TRANSPORT", "verbs"}, {"IBCOLL_TIMEOUT", "20s"}};
+  expect_roots_return_first(options, {2, 3}, "verbs");
+}
+
 // One rank names a verbs device that does not exist: its set-up fails, and every other rank's
 // init fails at that same step, naming it, instead of waiting for an exchange it never joins.
 TEST(VerbsCollectives, ADeviceThatWillNotOpenOnOneRankFailsEveryRanksInit) {

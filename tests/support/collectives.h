@@ -5,8 +5,11 @@
 // the same bits on every rank.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -255,6 +258,78 @@ inline void bcast_every_root(ibcoll_comm_t comm, DataType type, const std::vecto
         RANK_CHECK(data[i] == pattern(root, count, i),
                    what + ": wrong byte at " + std::to_string(i));
     }
+  }
+}
+
+// The meetings of bcasts_whose_root_returns_first(comm, run) on `ranks` ranks.
+inline std::vector<std::string> root_returns_first_meetings(const std::string& run, int ranks) {
+  std::vector<std::string> names{"freed-" + run};
+  for (int root = 0; root < ranks; ++root)
+    names.push_back("returned-" + run + "-" + std::to_string(root));
+  return names;
+}
+// A small bcast whose root returns once its messages are sent (the checked binomial, without
+// slots), from every root in turn: each receiver calls only after the root has returned and
+// filled its buffer again (a meeting outside ibcoll, so a root that waited for its receivers
+// would time out), and gets what the root had. Then the same on a copy of `comm` that the root
+// frees right after its call, before the receivers call (the free waits for them). `run` names
+// the meetings (root_returns_first_meetings).
+inline void bcasts_whose_root_returns_first(ibcoll_comm_t comm, const std::string& run) {
+  constexpr size_t kBytes = 100;
+  const int me = comm_rank(comm), n = comm_size(comm);
+  expect_algorithm(comm, IBCOLL_BCAST, kBytes, IBCOLL_UINT8, "binomial");
+  const std::vector<std::string> meetings = root_returns_first_meetings(run, n);
+  // First a small allreduce, whose exchanges pair the members as the bcast's do: over verbs it
+  // makes their connections, as a send that waits for a handshake keeps the root in its call.
+  int64_t one = 1;
+  RANK_CHECK(
+      ibcoll_allreduce(IBCOLL_IN_PLACE, &one, 1, IBCOLL_INT64, IBCOLL_SUM, comm) == IBCOLL_SUCCESS,
+      ibcoll_last_error());
+  auto bcast = [&](ibcoll_comm_t on, int root, const std::string& meeting) {
+    std::vector<uint8_t> data(kBytes, me == root ? 0xA5 : 0);
+    if (me != root) meet_without_ibcoll(meeting, me, {root});
+    RANK_CHECK(ibcoll_bcast(data.data(), kBytes, IBCOLL_UINT8, root, on) == IBCOLL_SUCCESS,
+               meeting + ": " + ibcoll_last_error());
+    if (me == root) {
+      std::fill(data.begin(), data.end(), 0x5A);  // the caller's again
+      meet_without_ibcoll(meeting, me, {root});
+    }
+    RANK_CHECK(me == root || data == std::vector<uint8_t>(kBytes, 0xA5),
+               meeting + ": a receiver did not get what the root had when it called");
+  };
+  for (int root = 0; root < n; ++root)
+    bcast(comm, root, meetings[static_cast<size_t>(root) + 1]);
+  ibcoll_comm_t copy = nullptr;
+  RANK_CHECK(ibcoll_comm_split(comm, 0, me, &copy) == IBCOLL_SUCCESS, ibcoll_last_error());
+  bcast(copy, 0, meetings[0]);
+  RANK_CHECK(ibcoll_comm_free(&copy) == IBCOLL_SUCCESS, ibcoll_last_error());
+  one = 1;
+  RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, &one, 1, IBCOLL_INT64, IBCOLL_SUM, comm) ==
+                     IBCOLL_SUCCESS &&
+                 one == n,
+             std::string("the call after: ") + ibcoll_last_error());
+}
+
+// In the test: bcasts_whose_root_returns_first on the world of a job of each of `rank_counts`
+// ranks started with `options`; `name` tells the runs' meetings from other tests'.
+inline void expect_roots_return_first(const RankOptions& options,
+                                      std::initializer_list<int> rank_counts,
+                                      const std::string& name) {
+  for (int ranks : rank_counts) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    const std::string run = name + "-" + std::to_string(ranks);
+    expect_all_ok(run_ranks(
+        ranks,
+        [&run](int, int) {
+          CapiRank r;
+          bcasts_whose_root_returns_first(r.world(), run);
+          return 0;
+        },
+        options));
+    std::vector<int> everyone(static_cast<size_t>(ranks));
+    std::iota(everyone.begin(), everyone.end(), 0);
+    for (const std::string& meeting : root_returns_first_meetings(run, ranks))
+      meeting_over(meeting, everyone);
   }
 }
 
