@@ -158,7 +158,7 @@ std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
       std::make_unique<Operation>(std::move(task), std::move(checker), channel_, members_, call.tag,
                                   call.last_tag, call.algorithm.collective, call.algorithm.name);
   operation->start();
-  if (held_) operation->after(std::move(held_));
+  if (held_ && call.follows_held) operation->after(std::move(held_));
   return operation;
 }
 

@@ -28,6 +28,8 @@ struct PreparedCall {
   bool checked;       // with a separate call check ahead of the algorithm
   Group task_group;   // the algorithm's: in ring order for a ring-ordered one
   int task_root;      // args.root in task_group
+  // Follows the call the communicator holds (Communicator::hold), and reports its failure.
+  bool follows_held = true;
   bool runs_here() const { return algorithm.run_here && !checked; }
   // Checked without slots, the algorithm is its own call check (Algorithm::make_checked).
   bool self_checking() const {

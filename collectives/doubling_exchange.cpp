@@ -91,8 +91,12 @@ void DoublingExchange::post_everything() {
   auto post_send = [&](int member, uint32_t s) {
     send_to(member, step(s), outgoing, outgoing_bytes);
   };
+  // What a member sends: its fields, and in the last step of a folded pair the payload too.
   auto post_receive = [&](int member, uint32_t s) {
     std::byte* fields = buffers_.data() + static_cast<size_t>(fields_posted_++) * header_;
+    const size_t sent = header_ + (s == kFinalStep ? payload_bytes_ : 0);
+    receives_unaided_ = receives_unaided_ &&
+                        group_.channel.unaided(group_.peers[static_cast<size_t>(member)], sent);
     recv_from(member, step(s), fields, header_, false);
   };
   if (folding_.sits_out(me)) {

@@ -15,9 +15,10 @@
 // A member whose payload is whole from the start and who needs nothing it receives (a bcast's
 // root) posts all its messages at once, from one copy of its fields and payload: its caller may
 // have the call back once they are sent (caller_done), while the receives of the others' fields
-// finish the verdict. Its messages carry its own fields, not a running minimum, so what passes
-// through it is its call alone: every member still learns whether its call is the root's, but a
-// member whose only path to another runs through the root does not learn that one's.
+// finish the verdict; if those messages arrive without its help (Channel::unaided), so that no
+// sender waits on it while it is away. Its messages carry its own fields, not a running minimum, so
+// what passes through it is its call alone: every member still learns whether its call is the
+// root's, but a member whose only path to another runs through the root does not learn that one's.
 #pragma once
 
 #include <array>
@@ -34,7 +35,9 @@ class DoublingExchange : public CollectiveTask {
  public:
   void start() override;
   State advance() override;
-  bool caller_done() const override { return phase_ == Phase::posted_all && sends_done(); }
+  bool caller_done() const override {
+    return phase_ == Phase::posted_all && receives_unaided_ && sends_done() && !failed();
+  }
 
  protected:
   // `payload_bytes`: the length of a payload in this call (what a member receives at most).
@@ -77,7 +80,8 @@ class DoublingExchange : public CollectiveTask {
   bool checked_ = false, differs_ = false;
   Fields agreed_{};
   size_t header_ = 0, last_receive_ = 0;
-  int fields_posted_ = 0;  // post_everything's receives (of fields alone), first in buffers_
+  int fields_posted_ = 0;         // post_everything's receives (of fields alone), first in buffers_
+  bool receives_unaided_ = true;  // their messages need nothing of this rank (Channel::unaided)
   std::byte* incoming() const { return buffers_.data(); }
   Scratch buffers_;
   int virtual_rank_ = 0, mask_ = 1;

@@ -86,9 +86,12 @@ Operation::State Operation::advance() {
     checking_ = false;
     task_->start();
   }
-  const State task_state = task_->advance();
-  if (task_state == State::running) return State::running;
-  if (!task_->status().ok()) return finish(task_->status());
+  if (!task_done_) {
+    const State task_state = task_->advance();
+    if (task_state == State::running) return State::running;
+    if (!task_->status().ok()) return finish(task_->status());
+    task_done_ = true;
+  }
   if (earlier_) return State::running;  // its verdict is this call's to report
   return finish(earlier_verdict_);
 }

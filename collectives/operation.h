@@ -48,8 +48,8 @@ class Operation : public CallObject {
   // the caller (CollectiveTask::caller_done) and no earlier call left to report. Its status
   // is then ok until it ends.
   bool returned() const {
-    return state_ != State::running ||
-           (may_return_early_ && !checking_ && !earlier_ && task_->caller_done());
+    return state_ != State::running || (may_return_early_ && !checking_ && !earlier_ &&
+                                        earlier_verdict_.ok() && task_->caller_done());
   }
   const Status& status() const { return status_; }
   // The call and what it waits for, in words: "allreduce #12 (ring) on communicator 5 of 8
@@ -72,7 +72,8 @@ class Operation : public CallObject {
   Collective collective_;
   const char* algorithm_;
   uint32_t advances_ = 0;
-  bool checking_ = false;  // in the call check; the task has not started
+  bool checking_ = false;   // in the call check; the task has not started
+  bool task_done_ = false;  // done while the earlier call runs on
   bool may_return_early_ = false;
   State state_ = State::running;
   Status status_;

@@ -176,9 +176,13 @@ Context::~Context() {
   // No rank may tear down its transports while a peer still needs them (a message it sent
   // may still be on the wire), so the last step is a barrier of the whole job; unless a rank is
   // known gone, which would leave the barrier waiting for it until the deadline. A world call
-  // that returned early ends first: the barrier moves no message of its.
+  // that returned early ends first: the barrier moves no message of its. The host library's
+  // progress is not called from here on (an MPI library finalizing holds none of its locks).
+  poll_also(nullptr);
   try {
-    if (world_) settle(*world_);
+    if (world_) {
+      if (Status s = settle(*world_); !s.ok()) IBCOLL_LOG(warn, s.message());
+    }
     if ((channel_ && channel_->any_rank_gone()) || a_node_rank_exited()) {
       IBCOLL_LOG(warn, "leaving without a barrier: a rank of the job is gone");
       job_.bootstrap().leave_without_everyone();
@@ -189,7 +193,6 @@ Context::~Context() {
     IBCOLL_LOG(warn, "leaving without every rank: " << e.what());
   }
   job_.engine().remove(channel_.get());
-  poll_also(nullptr);
 }
 
 // A rank of this node whose process has exited: a call's own liveness check finds one (the
@@ -321,16 +324,23 @@ Status Context::run(Communicator& communicator, Collective collective,
   return outcome;
 }
 
-void Context::settle(Communicator& communicator) {
+Status Context::settle(Communicator& communicator) {
   collectives::Operation* held = communicator.held();
-  if (!held) return;
+  if (!held) return {};
+  Status outcome;
   try {
     drive_until([&] { return held->advance() != collectives::Operation::State::running; },
                 [&] { return held->describe(); });
+    outcome = held->status();
   } catch (const Error& e) {
-    IBCOLL_LOG(warn, "a call that returned early did not end: " << e.what());
+    outcome = e.status();
   }
   communicator.drop_held();
+  if (outcome.ok()) return outcome;
+  return Status(outcome.code(),
+                "this rank's last call on the communicator, which it left without waiting for "
+                "every rank, failed: " +
+                    outcome.message());
 }
 
 void Context::advance_all() {
@@ -431,11 +441,16 @@ std::unique_ptr<Communicator> Context::create_group(Communicator& parent, int co
   table[3 * me] = color;
   table[3 * me + 1] = key;
   table[3 * me + 2] = next_communicator_id_;
-  auto request = start(parent, Collective::allreduce,
-                       {table.data(), all.data(), table.size(), collectives::DataType::int64,
-                        collectives::ReduceOp::sum, 0},
-                       extra);
-  if (const Status& s = wait(*request); !s.ok()) throw Error(s);
+  collectives::PreparedCall call =
+      parent.prepare(Collective::allreduce,
+                     {table.data(), all.data(), table.size(), collectives::DataType::int64,
+                      collectives::ReduceOp::sum, 0},
+                     extra);
+  // Its outcome is the table's alone, so that every rank comes out with the same communicator:
+  // a failure of a call that returned early before it is left for the parent's next call.
+  call.follows_held = false;
+  Request request(*this, parent.start(call));
+  if (const Status& s = wait(request); !s.ok()) throw Error(s);
   int64_t id = 0;
   for (size_t r = 0; r < n; ++r)
     id = std::max(id, all[3 * r + 2]);

@@ -102,9 +102,9 @@ class Context {
   // Drives progress until `request` ends; after IBCOLL_TIMEOUT it ends it with a timeout.
   const Status& wait(Request& request);
   // Before `communicator` goes: drives the call it holds that returned early
-  // (Communicator::hold) to its end, within IBCOLL_TIMEOUT; past that, gives it up (said in a
-  // warning).
-  void settle(collectives::Communicator& communicator);
+  // (Communicator::hold) to its end, within IBCOLL_TIMEOUT (past that, gives it up); that
+  // call's failure, which no later call will report.
+  Status settle(collectives::Communicator& communicator);
 
  private:
   friend class Request;

@@ -35,6 +35,15 @@ class Channel : public Poller {
   // this rank will now never read, has that receive fail. For an operation given up on (a
   // deadline passed, a member failed), so that its caller may take its buffers back.
   virtual void cancel(uint64_t first, uint64_t last) = 0;
+  // Whether a message of `bytes` between this rank and `peer`, either way, arrives without its
+  // receiver's help: copied into the receiver's buffers or ring, so its send completes while the
+  // receiver makes no progress (given room there, and the same settings on both ranks). Not
+  // so for one read or written by the receiver's side (rendezvous, single copy).
+  virtual bool unaided(int peer, size_t bytes) const {
+    (void)peer;
+    (void)bytes;
+    return false;
+  }
   // Why `peer` has failed (dead, connection broken), or null while it is fine. Lets an
   // operation that waits on someone else notice that a member it depends on is gone.
   virtual const Status* peer_failure(int peer) const = 0;

@@ -41,6 +41,10 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel(uint64_t first, uint64_t last) override;
+  bool unaided(int peer, size_t bytes) const override {
+    const Route& route = routes_[static_cast<size_t>(peer)];
+    return route.channel && route.channel->unaided(route.peer, bytes);
+  }
   const Status* peer_failure(int peer) const override {
     if (auto it = gone_.find(peer); it != gone_.end()) return &it->second;
     const Route& route = routes_[static_cast<size_t>(peer)];

@@ -24,7 +24,7 @@ class DoublingBcast final : public DoublingExchange {
     }
   }
   // The root has the vector and takes nothing: its caller may have the call back once its
-  // messages are posted (from the exchange's copy).
+  // messages are sent (from the exchange's copy).
   bool needs_nothing_received() const override { return group_.rank == args_.root; }
   std::span<const std::byte> payload() const override {
     return have_ ? std::span<const std::byte>(vector_, payload_bytes_)

@@ -135,14 +135,19 @@ ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id);
 ibcoll_status_t ibcoll_comm_id_unused(ibcoll_context_t context, unsigned id, int* unused);
 ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* ranks, int count,
                                        unsigned id, ibcoll_comm_t* comm);
-/* Frees a communicator from split/create/from_ranks (not the world) and sets *comm to NULL. */
+/* Frees a communicator from split/create/from_ranks (not the world) and sets *comm to NULL.
+ * It first lets this rank's last bcast on it end, if that returned early (see ibcoll_bcast):
+ * that call's failure, if any, is what this returns (the communicator is freed either way). */
 ibcoll_status_t ibcoll_comm_free(ibcoll_comm_t* comm);
 
 /* recv = send[rank 0] op send[rank 1] op ...: the same bits on every rank. `send` may equal
  * `recv` or be IBCOLL_IN_PLACE. count 0 is a no-op (still a collective call). */
 ibcoll_status_t ibcoll_allreduce(const void* send, void* recv, size_t count, ibcoll_datatype_t type,
                                  ibcoll_op_t op, ibcoll_comm_t comm);
-/* Copies root's `buffer` into every rank's. */
+/* Copies root's `buffer` into every rank's. The root of a small one may return once its data
+ * is sent, before every rank is heard from; a mismatch or failure found after that is reported
+ * by its next call on the communicator (or ibcoll_comm_free), as "this rank's call before this
+ * one ... failed". */
 ibcoll_status_t ibcoll_bcast(void* buffer, size_t count, ibcoll_datatype_t type, int root,
                              ibcoll_comm_t comm);
 

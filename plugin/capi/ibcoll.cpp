@@ -340,11 +340,11 @@ ibcoll_status_t ibcoll_comm_free(ibcoll_comm_t* comm) {
     require(comm, "comm");
     require(*comm, "*comm");
     if (!(*comm)->owned) invalid("comm: the world communicator belongs to its context");
-    (*comm)->owner->context->settle(*(*comm)->communicator);
+    Status last_call = (*comm)->owner->context->settle(*(*comm)->communicator);
     --(*comm)->owner->open_comms;
     delete *comm;
     *comm = nullptr;
-    return Status();
+    return last_call;
   });
 }
 

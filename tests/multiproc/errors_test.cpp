@@ -281,14 +281,73 @@ TEST(Errors, ASingleCopyBcastsRootWaitsForItsReceiversAndNoticesADeadOne) {
   expect_rank_2_killed(exits);
 }
 
-// Without slots, a small bcast's root returns once its messages are out (the checked binomial
+// Without slots, a small bcast's root returns once its messages are sent (the checked binomial
 // carries the call check with the vector): receivers that call only after it has returned and
 // reused its buffer get what it had, a communicator freed at once waits for them, and on 2, 3
 // (folding) and 4 ranks every root does (IBCOLL_TIMEOUT 5 s: a root that waited would fail).
+// Through the rings: a message read from its sender's memory (single copy) needs the root.
 TEST(Errors, ASmallBcastsRootReturnsBeforeItsReceiversCall) {
   RankOptions options;
-  options.environment = {{"IBCOLL_SHM_SLOTS", "0"}, {"IBCOLL_TIMEOUT", "5s"}};
+  options.environment = {
+      {"IBCOLL_SHM_SLOTS", "0"}, {"IBCOLL_SHM_SINGLE_COPY", "0"}, {"IBCOLL_TIMEOUT", "5s"}};
   expect_roots_return_first(options, {2, 3, 4}, "shm");
+}
+
+// A root that returned early learns of a receiver's mismatched call afterwards (the receiver
+// calls only then): a communicator made from the world next does not report it (every rank
+// gets the communicator), the world's next call does; on the new communicator, freeing it
+// does.
+TEST(Errors, ALateMismatchIsReportedByTheNextCallOrTheFreeNotBySplit) {
+  RankOptions options;
+  options.environment = {
+      {"IBCOLL_SHM_SLOTS", "0"}, {"IBCOLL_SHM_SINGLE_COPY", "0"}, {"IBCOLL_TIMEOUT", "20s"}};
+  expect_all_ok(run_ranks(
+      2,
+      [](int me, int) {
+        CapiRank r;
+        std::vector<int32_t> data(64, 1);
+        // The root returns, then rank 1 makes a call of another count.
+        auto mismatched_bcast = [&](ibcoll_comm_t comm, const std::string& meeting) {
+          if (me == 1) meet_without_ibcoll(meeting, me, {0});
+          const ibcoll_status_t s =
+              ibcoll_bcast(data.data(), me == 0 ? 64 : 32, IBCOLL_INT32, 0, comm);
+          if (me == 0) {
+            RANK_CHECK(s == IBCOLL_SUCCESS, meeting + ": " + ibcoll_last_error());
+            meet_without_ibcoll(meeting, me, {0});
+          } else {
+            expect_error(s, IBCOLL_ERR_MISMATCH, "count", meeting + ": the receiver");
+          }
+        };
+        mismatched_bcast(r.world(), "late-world");
+        ibcoll_comm_t copy = nullptr;
+        RANK_CHECK(ibcoll_comm_split(r.world(), 0, me, &copy) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        int64_t x = 1;
+        const ibcoll_status_t next =
+            ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_INT64, IBCOLL_SUM, r.world());
+        if (me == 0) {
+          expect_error(next, IBCOLL_ERR_MISMATCH, "before this one", "the world's next call");
+        } else {
+          RANK_CHECK(next == IBCOLL_SUCCESS, ibcoll_last_error());
+        }
+        mismatched_bcast(copy, "late-copy");
+        const ibcoll_status_t freed = ibcoll_comm_free(&copy);
+        RANK_CHECK(copy == nullptr, "the communicator was not freed");
+        if (me == 0) {
+          expect_error(freed, IBCOLL_ERR_MISMATCH, "last call", "freeing the communicator");
+        } else {
+          RANK_CHECK(freed == IBCOLL_SUCCESS, ibcoll_last_error());
+        }
+        x = 1;
+        RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_INT64, IBCOLL_SUM, r.world()) ==
+                           IBCOLL_SUCCESS &&
+                       x == 2,
+                   std::string("the world after: ") + ibcoll_last_error());
+        return 0;
+      },
+      options));
+  meeting_over("late-world", {0, 1});
+  meeting_over("late-copy", {0, 1});
 }
 
 // A small bcast's root (without slots) returns before its receivers are heard from, so a

@@ -23,7 +23,12 @@
  *                    into (its address space limited just before the call), blocking and not:
  *                    the call fails on every rank within seconds (it used to leave the others
  *                    waiting for their deadline), and the next bcast delivers. Not under ASan,
- *                    whose shadow memory needs an unlimited address space. */
+ *                    whose shadow memory needs an unlimited address space.
+ *  root-finalizes-first  The last call is a small bcast whose root returns at once (without
+ *                    slots: IBCOLL_SHM_SLOTS=0) and goes on to MPI_Finalize, while the others
+ *                    come to the bcast a second later: finalize lets that call end first (it
+ *                    once drove the component's progress there, whose lock finalize does not
+ *                    hold, and deadlocked). */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -278,11 +283,18 @@ static void bcast_no_memory(void) {
   MPI_Type_free(&strided);
 }
 
+static void root_finalizes_first(void) {
+  int value = world_rank == 0 ? 7 : 0;
+  if (world_rank != 0) sleep(1);
+  CHECK(MPI_Bcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD) == MPI_SUCCESS && value == 7,
+        "the bcast gave %d", value);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr,
             "usage: %s dup-of-dup|two-threads|first-nonblocking|bcast-layouts|beside-mapping|"
-            "crossed-first|bcast-no-memory\n",
+            "crossed-first|bcast-no-memory|root-finalizes-first\n",
             argv[0]);
     return 2;
   }
@@ -307,6 +319,8 @@ int main(int argc, char** argv) {
     crossed_first();
   } else if (!strcmp(scenario, "bcast-no-memory")) {
     bcast_no_memory();
+  } else if (!strcmp(scenario, "root-finalizes-first")) {
+    root_finalizes_first();
   } else {
     CHECK(0, "unknown scenario %s", scenario);
   }

@@ -71,6 +71,10 @@ class ShmChannel final : public Channel {
   void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel(uint64_t first, uint64_t last) override;
+  // One fragment through the ring (not read from the sender's memory).
+  bool unaided(int, size_t bytes) const override {
+    return !options_.single_copy.holds(bytes) && bytes + sizeof(FragmentHeader) <= Ring::kSlotBytes;
+  }
   const Status* peer_failure(int peer) const override {
     const auto& p = peers_[static_cast<size_t>(peer)];
     return p.failed ? &p.failure : nullptr;

@@ -94,6 +94,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
   void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel(uint64_t first, uint64_t last) override;
+  // Eager (copied into the receiver's SRQ buffers), not a rendezvous's RDMA write.
+  bool unaided(int, size_t bytes) const override { return bytes <= options_.eager_limit; }
   const Status* peer_failure(int peer) const override {
     if (const Peer* p = peers_.find(peer)) return p->failed ? &p->failure : nullptr;
     return device_failure_.ok() || peer == rank_ ? nullptr : &device_failure_;
