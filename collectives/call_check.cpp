@@ -62,6 +62,13 @@ class SlotCheck final : public CallCheck {
 
 }  // namespace
 
+Status reported_later(const std::string& call, const Status& failure) {
+  return Status(failure.code(),
+                call + ", which it left without waiting for every rank, " +
+                    (failure.code() == Code::mismatch ? "was mismatched: " : "failed: ") +
+                    failure.message());
+}
+
 Status compare_calls(const std::array<uint64_t, CallSignature::kFields>& low,
                      const std::array<uint64_t, CallSignature::kFields>& high) {
   std::string differences;

@@ -44,6 +44,11 @@ inline CallSignature signature_of(Collective collective, const CollectiveArgs& a
           args.agreed};
 }
 
+// The failure of `call`, which this rank returned from before every rank was heard from, as a
+// later report says it: "CALL, which it left without waiting for every rank, was mismatched:
+// ..." (or "failed: ..."). A slot bcast's root and a small bcast's root by messages report so.
+Status reported_later(const std::string& call, const Status& failure);
+
 // ok when low == high field by field, else mismatch naming the fields and their ranges.
 Status compare_calls(const std::array<uint64_t, CallSignature::kFields>& low,
                      const std::array<uint64_t, CallSignature::kFields>& high);

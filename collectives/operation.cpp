@@ -31,23 +31,10 @@ std::string Operation::describe() const {
                    : "");
 }
 
-void Operation::after(std::unique_ptr<Operation> earlier) {
-  if (earlier->advance() == State::running) {
-    earlier_ = std::move(earlier);
-  } else {
-    take_earlier(*earlier);
-  }
-}
-
 void Operation::take_earlier(const Operation& earlier) {
   const Status& failure = earlier.status();
   if (failure.ok() || !earlier_verdict_.ok()) return;
-  earlier_verdict_ =
-      Status(failure.code(),
-             "this rank's call before this one, which it left "
-             "without waiting for every rank, " +
-                 std::string(failure.code() == Code::mismatch ? "was mismatched: " : "failed: ") +
-                 failure.message());
+  earlier_verdict_ = reported_later("this rank's call before this one", failure);
 }
 
 const Status* Operation::failed_member() {

@@ -41,7 +41,7 @@ class Operation : public CallObject {
   void return_early() { may_return_early_ = true; }
   // `earlier`: this communicator's previous call, which returned early; this one ends after it
   // and reports its failure (the first of this one's own and the earlier one's).
-  void after(std::unique_ptr<Operation> earlier);
+  void after(std::unique_ptr<Operation> earlier) { earlier_ = std::move(earlier); }
 
   State state() const { return state_; }
   // Whether its caller has the call back: ended, or allowed to return early, its task done with

@@ -58,12 +58,7 @@ bool SlotExchange::verified_earlier_call() {
   if (!all_published(earlier)) return false;
   if (done_) return true;  // a member died
   earlier_ = compare_signatures(earlier, slots_.unverified_signature);
-  if (!earlier_.ok()) {
-    earlier_ = Status(earlier_.code(),
-                      "this rank's call before this one, which it left without "
-                      "waiting for every rank, was mismatched: " +
-                          earlier_.message());
-  }
+  if (!earlier_.ok()) earlier_ = reported_later("this rank's call before this one", earlier_);
   slots_.unverified = 0;
   return true;
 }

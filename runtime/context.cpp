@@ -337,10 +337,7 @@ Status Context::settle(Communicator& communicator) {
   }
   communicator.drop_held();
   if (outcome.ok()) return outcome;
-  return Status(outcome.code(),
-                "this rank's last call on the communicator, which it left without waiting for "
-                "every rank, failed: " +
-                    outcome.message());
+  return collectives::reported_later("this rank's last call on the communicator", outcome);
 }
 
 void Context::advance_all() {
