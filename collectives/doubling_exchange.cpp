@@ -12,16 +12,12 @@ DoublingExchange::DoublingExchange(Group group, CollectiveArgs args, uint64_t ba
     : CollectiveTask(std::move(group), args, base_tag), payload_bytes_(payload_bytes) {
   if (!signature) return;
   checked_ = true;
-  const auto fields = signature->fields();
-  for (size_t i = 0; i < fields.size(); ++i) {
-    agreed_[2 * i] = fields[i];
-    agreed_[2 * i + 1] = ~fields[i];
-  }
+  fields_ = CheckFields(*signature);
 }
 
 void DoublingExchange::start() {
   begin();
-  header_ = checked_ ? sizeof(Fields) : 0;
+  header_ = checked_ ? CheckFields::kFullBytes : 0;
   virtual_rank_ = folding_.virtual_rank(group_.rank);
   if (checked_ && needs_nothing_received()) return post_everything();
   // One allocation: what comes in, then (checked) what goes out.
@@ -67,37 +63,40 @@ DoublingExchange::State DoublingExchange::advance() {
         if (folding_.sits_out(group_.rank)) take(group_.rank + 1, true);
         return finish();
       case Phase::posted_all:
-        for (int i = 0; i < fields_posted_; ++i)
-          fold_fields(buffers_.data() + static_cast<size_t>(i) * header_);
+        for (int i = 0; i < fields_posted_; ++i) {
+          const std::byte* room = fields_room_ + static_cast<size_t>(i) * header_;
+          if (!fields_.fold(room, received(fields_receives_[i]))) mark_differs();
+        }
         return finish();
     }
   }
 }
 
 // The same (member, step) messages as the steps below would post one by one, all now: one
-// outgoing copy (after the receives' room) serves every send, and each receive takes the fields
-// alone (a longer message is cut short, which a receive that is not exact accepts).
+// outgoing copy (after the receives' indices and room) serves every send, and each receive
+// takes the fields alone (a longer message is cut short, which a receive that is not exact
+// accepts).
 void DoublingExchange::post_everything() {
   const int me = group_.rank;
-  const std::span<const std::byte> data = payload();
-  const size_t outgoing_bytes = header_ + data.size();
   const int steps = __builtin_ctz(static_cast<unsigned>(folding_.pof2));
-  const int receives = folding_.sits_out(me) ? 1 : steps + (folding_.paired(me) ? 1 : 0);
-  buffers_.allocate(static_cast<size_t>(receives) * header_ + outgoing_bytes);
-  std::byte* outgoing = buffers_.data() + static_cast<size_t>(receives) * header_;
-  std::memcpy(outgoing, agreed_.data(), header_);
-  if (!data.empty()) std::memcpy(outgoing + header_, data.data(), data.size());
+  const auto receives =
+      static_cast<size_t>(folding_.sits_out(me) ? 1 : steps + (folding_.paired(me) ? 1 : 0));
+  buffers_.allocate(receives * (sizeof(size_t) + header_) + header_ + payload_bytes_);
+  fields_receives_ = reinterpret_cast<size_t*>(buffers_.data());
+  fields_room_ = buffers_.data() + receives * sizeof(size_t);
+  std::byte* outgoing = fields_room_ + receives * header_;
+  const size_t outgoing_bytes = compose(outgoing, payload());
   phase_ = Phase::posted_all;
   auto post_send = [&](int member, uint32_t s) {
     send_to(member, step(s), outgoing, outgoing_bytes);
   };
   // What a member sends: its fields, and in the last step of a folded pair the payload too.
   auto post_receive = [&](int member, uint32_t s) {
-    std::byte* fields = buffers_.data() + static_cast<size_t>(fields_posted_++) * header_;
+    std::byte* room = fields_room_ + static_cast<size_t>(fields_posted_) * header_;
     const size_t sent = header_ + (s == kFinalStep ? payload_bytes_ : 0);
     receives_unaided_ = receives_unaided_ &&
                         group_.channel.unaided(group_.peers[static_cast<size_t>(member)], sent);
-    recv_from(member, step(s), fields, header_, false);
+    fields_receives_[fields_posted_++] = recv_from(member, step(s), room, header_, false);
   };
   if (folding_.sits_out(me)) {
     post_send(me + 1, 0);
@@ -143,9 +142,13 @@ void DoublingExchange::send(int member, uint32_t s) {
     return;
   }
   std::byte* outgoing = incoming() + header_ + payload_bytes_;
-  std::memcpy(outgoing, agreed_.data(), header_);
-  if (!data.empty()) std::memcpy(outgoing + header_, data.data(), data.size());
-  send_to(member, step(s), outgoing, header_ + data.size());
+  send_to(member, step(s), outgoing, compose(outgoing, data));
+}
+
+size_t DoublingExchange::compose(std::byte* outgoing, std::span<const std::byte> data) const {
+  const size_t fields = fields_.write(outgoing);
+  if (!data.empty()) std::memcpy(outgoing + fields, data.data(), data.size());
+  return fields + data.size();
 }
 
 void DoublingExchange::receive(int member, uint32_t s) {
@@ -156,30 +159,19 @@ void DoublingExchange::receive(int member, uint32_t s) {
 
 // Folds in what `other` sent: its fields always, its payload if it had this call's length.
 void DoublingExchange::take(int other, bool last) {
-  std::byte* payload = incoming() + header_;
+  std::byte* payload = incoming();
   if (checked_) {
-    fold_fields(incoming());
-    if (received(last_receive_) != header_ + payload_bytes_) payload = nullptr;
+    const size_t bytes = received(last_receive_), fields = fields_.fold(incoming(), bytes);
+    if (!fields) mark_differs();
+    payload = fields && bytes == fields + payload_bytes_ ? incoming() + fields : nullptr;
   }
   absorb(other, payload, last);
-}
-
-void DoublingExchange::fold_fields(const std::byte* fields) {
-  Fields theirs;
-  std::memcpy(theirs.data(), fields, header_);
-  for (size_t i = 0; i < agreed_.size(); ++i)
-    agreed_[i] = std::min(agreed_[i], theirs[i]);
 }
 
 DoublingExchange::State DoublingExchange::finish() {
   Status verdict;
   if (checked_) {
-    std::array<uint64_t, CallSignature::kFields> low{}, high{};
-    for (size_t i = 0; i < low.size(); ++i) {
-      low[i] = agreed_[2 * i];
-      high[i] = ~agreed_[2 * i + 1];
-    }
-    verdict = compare_calls(low, high);
+    verdict = fields_.verdict();
     if (verdict.ok() && differs_) {
       verdict = Status(Code::mismatch, "a peer's message had another length than this rank's");
     }

@@ -6,11 +6,12 @@
 // The pairs depend on the group alone, never on the call.
 //
 // Checked, it is also the call check: every message starts with the sender's running minimum
-// of each call field and of its complement (CallSignature, 96 bytes), which receivers fold in,
-// so after the last step every member knows whether all calls agreed, and the check costs no
-// message of its own. Its messages use the check's steps (from kAlgorithmSteps up), so members
-// running the check alone (no payload), a checked allreduce or a checked bcast all meet, and
-// messages of another length are taken, not refused: the fields say what differs.
+// of each call field and of its complement (CheckFields: 24 bytes while the calls agree, 96
+// once they differ), which receivers fold in, so after the last step every member knows whether
+// all calls agreed, and the check costs no message of its own. Its messages use the check's steps
+// (from kAlgorithmSteps up), so members running the check alone (no payload), a checked allreduce
+// or a checked bcast all meet, and messages of another length are taken, not refused: the fields
+// say what differs.
 //
 // A member whose payload is whole from the start and who needs nothing it receives (a bcast's
 // root) posts all its messages at once, from one copy of its fields and payload: its caller may
@@ -27,6 +28,7 @@
 
 #include "collectives/allreduce/folding.h"
 #include "collectives/call_check.h"
+#include "collectives/check_fields.h"
 #include "collectives/scratch.h"
 
 namespace ibcoll::collectives {
@@ -64,7 +66,6 @@ class DoublingExchange : public CollectiveTask {
  private:
   enum class Phase { folding_in, folded_out, doubling, unfolding, posted_all };
   static constexpr uint32_t kFinalStep = 63;
-  using Fields = std::array<uint64_t, 2 * CallSignature::kFields>;  // value, ~value per field
 
   uint32_t step(uint32_t s) const;
   void post_everything();
@@ -73,14 +74,19 @@ class DoublingExchange : public CollectiveTask {
   void send(int member, uint32_t s);
   void receive(int member, uint32_t s);
   void take(int other, bool last);
-  void fold_fields(const std::byte* fields);
+  // Writes the fields and `data` to `outgoing`; the message's length.
+  size_t compose(std::byte* outgoing, std::span<const std::byte> data) const;
   State finish();
 
   Folding folding_{group_.size()};
   bool checked_ = false, differs_ = false;
-  Fields agreed_{};
-  size_t header_ = 0, last_receive_ = 0;
-  int fields_posted_ = 0;         // post_everything's receives (of fields alone), first in buffers_
+  CheckFields fields_;
+  size_t header_ = 0;  // room for the fields at the start of a message: their longest form
+  size_t last_receive_ = 0;
+  // post_everything's receives (of fields alone): their message indices, then their room.
+  int fields_posted_ = 0;
+  size_t* fields_receives_ = nullptr;
+  std::byte* fields_room_ = nullptr;
   bool receives_unaided_ = true;  // their messages need nothing of this rank (Channel::unaided)
   std::byte* incoming() const { return buffers_.data(); }
   Scratch buffers_;

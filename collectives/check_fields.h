@@ -1,0 +1,44 @@
+// CheckFields: the call check's running agreement as a checked exchange carries it (the
+// doubling exchange's messages start with it): per call field, the minimum of the values seen
+// and the minimum of their complements (so the maximum), folded in from every message.
+//
+// On the wire it takes one of two forms, told apart by the low byte of the first word: while
+// every call seen agrees, the values once, packed (kCompactBytes); once any differ, both minima
+// of every field (kFullBytes). Calls agree in the common case, so a message carries 72 bytes
+// less: a small checked message then fits a queue pair's inline data, and a mismatch is still
+// named by its fields' ranges.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/call_check.h"
+
+namespace ibcoll::collectives {
+
+class CheckFields {
+ public:
+  static constexpr size_t kCompactBytes = 24;
+  static constexpr size_t kFullBytes = 2 * CallSignature::kFields * sizeof(uint64_t);
+
+  CheckFields() = default;
+  explicit CheckFields(const CallSignature& mine);
+
+  // Writes the wire form to `out` (room for kFullBytes); returns its length.
+  size_t write(std::byte* out) const;
+  // Folds in the form at the start of `message` (`bytes` long); returns its length, or 0 when
+  // the message holds no whole form (nothing folded in).
+  size_t fold(const std::byte* message, size_t bytes);
+  // ok when every call folded in agreed, else compare_calls' mismatch.
+  Status verdict() const;
+
+ private:
+  using Minima = std::array<uint64_t, 2 * CallSignature::kFields>;  // value, ~value per field
+  static void fold_into(Minima& minima, const Minima& theirs);
+  bool compact() const;
+
+  Minima minima_{};
+};
+
+}  // namespace ibcoll::collectives
