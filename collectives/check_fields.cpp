@@ -1,6 +1,5 @@
 #include "collectives/check_fields.h"
 
-#include <algorithm>
 #include <cstring>
 
 namespace ibcoll::collectives {
@@ -20,27 +19,20 @@ CheckFields::CheckFields(const CallSignature& mine) {
     minima_[2 * i] = values[i];
     minima_[2 * i + 1] = ~values[i];
   }
-}
-
-// Every field agreed so far, and the small ones fit their bytes of word 0.
-bool CheckFields::compact() const {
-  for (size_t i = 0; i < CallSignature::kFields; ++i)
-    if (minima_[2 * i] != ~minima_[2 * i + 1]) return false;
-  return minima_[2 * collective] < 256 && minima_[2 * type] < 256 && minima_[2 * op] < 256 &&
-         minima_[2 * root] <= UINT32_MAX;
+  agreed_ = values[collective] < 256 && values[type] < 256 && values[op] < 256 &&
+            values[root] <= UINT32_MAX;
+  mine_ = {kCompactMarker | values[collective] << 8 | values[type] << 16 | values[op] << 24 |
+               values[root] << 32,
+           values[count], values[group]};
 }
 
 size_t CheckFields::write(std::byte* out) const {
-  if (!compact()) {
-    std::memcpy(out, minima_.data(), kFullBytes);
-    return kFullBytes;
+  if (agreed_) {
+    std::memcpy(out, mine_.data(), kCompactBytes);
+    return kCompactBytes;
   }
-  const uint64_t words[3] = {kCompactMarker | minima_[2 * collective] << 8 |
-                                 minima_[2 * type] << 16 | minima_[2 * op] << 24 |
-                                 minima_[2 * root] << 32,
-                             minima_[2 * count], minima_[2 * group]};
-  std::memcpy(out, words, kCompactBytes);
-  return kCompactBytes;
+  std::memcpy(out, minima_.data(), kFullBytes);
+  return kFullBytes;
 }
 
 size_t CheckFields::fold(const std::byte* message, size_t bytes) {
@@ -51,12 +43,13 @@ size_t CheckFields::fold(const std::byte* message, size_t bytes) {
   if ((first & 0xFF) != kCompactMarker) {
     if (bytes < kFullBytes) return 0;
     std::memcpy(theirs.data(), message, kFullBytes);
-    fold_into(minima_, theirs);
+    fold_in(theirs);
     return kFullBytes;
   }
   if (bytes < kCompactBytes) return 0;
-  uint64_t words[3];
-  std::memcpy(words, message, kCompactBytes);
+  Packed words;
+  std::memcpy(words.data(), message, kCompactBytes);
+  if (agreed_ && words == mine_) return kCompactBytes;
   const std::array<uint64_t, CallSignature::kFields> values = {
       words[0] >> 8 & 0xFF,  words[1],       words[0] >> 16 & 0xFF,
       words[0] >> 24 & 0xFF, words[0] >> 32, words[2]};
@@ -64,16 +57,22 @@ size_t CheckFields::fold(const std::byte* message, size_t bytes) {
     theirs[2 * i] = values[i];
     theirs[2 * i + 1] = ~values[i];
   }
-  fold_into(minima_, theirs);
+  fold_in(theirs);
   return kCompactBytes;
 }
 
-void CheckFields::fold_into(Minima& minima, const Minima& theirs) {
-  for (size_t i = 0; i < minima.size(); ++i)
-    minima[i] = std::min(minima[i], theirs[i]);
+// Folds in another call's minima; the calls agree still only if they changed nothing.
+void CheckFields::fold_in(const Minima& theirs) {
+  for (size_t i = 0; i < minima_.size(); ++i) {
+    if (theirs[i] < minima_[i]) {
+      minima_[i] = theirs[i];
+      agreed_ = false;
+    }
+  }
 }
 
 Status CheckFields::verdict() const {
+  if (agreed_) return {};
   std::array<uint64_t, CallSignature::kFields> low{}, high{};
   for (size_t i = 0; i < low.size(); ++i) {
     low[i] = minima_[2 * i];

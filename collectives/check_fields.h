@@ -6,7 +6,8 @@
 // every call seen agrees, the values once, packed (kCompactBytes); once any differ, both minima
 // of every field (kFullBytes). Calls agree in the common case, so a message carries 72 bytes
 // less: a small checked message then fits a queue pair's inline data, and a mismatch is still
-// named by its fields' ranges.
+// named by its fields' ranges. While they agree, folding a compact form in is one comparison
+// with this call's own (calls that agree leave the minima as they are).
 #pragma once
 
 #include <array>
@@ -35,10 +36,12 @@ class CheckFields {
 
  private:
   using Minima = std::array<uint64_t, 2 * CallSignature::kFields>;  // value, ~value per field
-  static void fold_into(Minima& minima, const Minima& theirs);
-  bool compact() const;
+  using Packed = std::array<uint64_t, kCompactBytes / sizeof(uint64_t)>;
+  void fold_in(const Minima& theirs);
 
   Minima minima_{};
+  Packed mine_{};        // this call's compact form, if its fields fit one
+  bool agreed_ = false;  // they fit, and every call folded in so far was this one
 };
 
 }  // namespace ibcoll::collectives
