@@ -320,11 +320,14 @@ Status Context::run(Communicator& communicator, Collective collective,
   const Status outcome = wait(request);
   if (request.operation().state() == collectives::Operation::State::running) {
     communicator.hold(std::move(request.operation_));  // it returned early and runs on
+    if (std::find(holders_.begin(), holders_.end(), &communicator) == holders_.end())
+      holders_.push_back(&communicator);
   }
   return outcome;
 }
 
 Status Context::settle(Communicator& communicator) {
+  std::erase(holders_, &communicator);
   collectives::Operation* held = communicator.held();
   if (!held) return {};
   Status outcome;
@@ -354,6 +357,9 @@ std::vector<std::string> Context::calls_in_flight() const {
     calls.push_back((*describe)());
   for (const Request* r : in_flight_) {
     if (!r->done()) calls.push_back(r->operation_->describe());
+  }
+  for (Communicator* c : holders_) {
+    if (c->held()) calls.push_back(c->held()->describe() + " (returned early; it runs on)");
   }
   return calls;
 }

@@ -695,6 +695,73 @@ TEST(Errors, AHangReportOnSignalNamesWhatEachCallWaitsFor) {
   }
 }
 
+// A call that returned early and runs on is in the hang report too: rank 0's small bcast on
+// the world (no slots: the checked binomial, whose root returns once its message is sent) waits
+// for rank 1's fields while rank 0 polls an allreduce on a second communicator and signals
+// itself; rank 1 joins both only once rank 0 has read its own report.
+TEST(Errors, AHangReportNamesACallThatReturnedEarlyAndRunsOn) {
+  const std::string pattern = "/tmp/ibcoll-held-" + std::to_string(getpid()) + "-%r.txt";
+  const std::string report = "/tmp/ibcoll-held-" + std::to_string(getpid()) + "-0.txt";
+  const std::string meeting = "held-report-" + std::to_string(getpid());
+  unlink(report.c_str());
+  RankOptions options;
+  options.environment = {{"IBCOLL_HANG_REPORT", pattern}, {"IBCOLL_SHM_SLOTS", "0"}};
+  expect_all_ok(run_ranks(
+      2,
+      [&](int me, int) {
+        CapiRank r;
+        ibcoll_comm_t other = nullptr;
+        RANK_CHECK(ibcoll_comm_split(r.world(), 0, me, &other) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        int32_t word = me == 0 ? 77 : 0;
+        double x = 1.0;
+        if (me == 1) {
+          meet_without_ibcoll(meeting, me, {0});
+          RANK_CHECK(
+              ibcoll_bcast(&word, 1, IBCOLL_INT32, 0, r.world()) == IBCOLL_SUCCESS && word == 77,
+              ibcoll_last_error());
+          RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, &x, 1, IBCOLL_FLOAT64, IBCOLL_SUM, other) ==
+                         IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+        } else {
+          RANK_CHECK(ibcoll_bcast(&word, 1, IBCOLL_INT32, 0, r.world()) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          ibcoll_request_t allreduce = nullptr;
+          RANK_CHECK(ibcoll_iallreduce(&x, &x, 1, IBCOLL_FLOAT64, IBCOLL_SUM, other, &allreduce) ==
+                         IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          raise(SIGUSR1);
+          // The split was call #1 on the world, so the bcast is #2.
+          const std::string held =
+              "bcast #2 (binomial) on communicator 1 of 2 ranks: it waits for "
+              "a message from rank 1";
+          std::string text;
+          for (int i = 0; i < 500 && text.find("runs on") == std::string::npos; ++i) {
+            int done = 0;
+            RANK_CHECK(ibcoll_test(allreduce, &done) == IBCOLL_SUCCESS && !done,
+                       "the allreduce ended without rank 1");
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            std::ifstream in(report);
+            text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+          }
+          RANK_CHECK(text.find("2 call(s) in flight") != std::string::npos &&
+                         text.find("allreduce #1 (recursive_doubling) on communicator 2") !=
+                             std::string::npos &&
+                         text.find(held) != std::string::npos &&
+                         text.find("(returned early; it runs on)") != std::string::npos,
+                     "the report: " + text);
+          meet_without_ibcoll(meeting, me, {1});
+          RANK_CHECK(ibcoll_wait(allreduce) == IBCOLL_SUCCESS && x == 2.0, ibcoll_last_error());
+          ibcoll_request_free(&allreduce);
+        }
+        ibcoll_comm_free(&other);
+        return 0;
+      },
+      options));
+  meeting_over(meeting, {0, 1});
+  unlink(report.c_str());
+}
+
 // The same with a request that is test-polled instead of waited on: polling has a deadline too.
 // Rank 0 makes no call; it sleeps past rank 1's deadline, and both meet at finalize.
 TEST(Errors, PolledRequestsLeftWaitingTimeOut) {
