@@ -103,8 +103,9 @@ class Context {
   const Status& wait(Request& request);
   // Before `communicator` goes: drives the call it holds that returned early
   // (Communicator::hold) to its end, within IBCOLL_TIMEOUT (past that, gives it up); that
-  // call's failure, which no later call will report. Every communicator that made a call
-  // through run() is settled before it goes.
+  // call's failure, which no later call will report. A communicator that may hold one is
+  // settled before it goes: ibcoll_comm_free does, and finalize for the world (node
+  // calibration's communicator makes unchecked allreduces only, which never return early).
   Status settle(collectives::Communicator& communicator);
 
  private:
@@ -150,8 +151,8 @@ class Context {
   // The blocking calls run on their callers' stacks (not Requests), while they run: their
   // descriptions.
   std::vector<const FunctionRef<std::string()>*> running_here_;
-  // Communicators that held a call that returned early, until settled (for a hang report: the
-  // call may still wait for a peer after its next call took it over, or with none).
+  // Communicators that have held a call that returned early, until settled: the hang report
+  // lists the call each one holds now (one its next call took over is that call's to show).
   std::vector<collectives::Communicator*> holders_;
   uint32_t progress_calls_ = 0;
   std::unique_ptr<transport::FunctionPoller> external_progress_;
