@@ -13,12 +13,20 @@ enum Field : size_t { collective, count, type, op, root, group };
 
 }  // namespace
 
+// One call's values as minima: each value, and its complement.
+CheckFields::Minima CheckFields::minima_of(
+    const std::array<uint64_t, CallSignature::kFields>& values) {
+  Minima minima;
+  for (size_t i = 0; i < values.size(); ++i) {
+    minima[2 * i] = values[i];
+    minima[2 * i + 1] = ~values[i];
+  }
+  return minima;
+}
+
 CheckFields::CheckFields(const CallSignature& mine) {
   const auto values = mine.fields();
-  for (size_t i = 0; i < values.size(); ++i) {
-    minima_[2 * i] = values[i];
-    minima_[2 * i + 1] = ~values[i];
-  }
+  minima_ = minima_of(values);
   agreed_ = values[collective] < 256 && values[type] < 256 && values[op] < 256 &&
             values[root] <= UINT32_MAX;
   mine_ = {kCompactMarker | values[collective] << 8 | values[type] << 16 | values[op] << 24 |
@@ -39,9 +47,9 @@ size_t CheckFields::fold(const std::byte* message, size_t bytes) {
   uint64_t first = 0;
   if (bytes < sizeof first) return 0;
   std::memcpy(&first, message, sizeof first);
-  Minima theirs;
   if ((first & 0xFF) != kCompactMarker) {
     if (bytes < kFullBytes) return 0;
+    Minima theirs;
     std::memcpy(theirs.data(), message, kFullBytes);
     fold_in(theirs);
     return kFullBytes;
@@ -50,14 +58,8 @@ size_t CheckFields::fold(const std::byte* message, size_t bytes) {
   Packed words;
   std::memcpy(words.data(), message, kCompactBytes);
   if (agreed_ && words == mine_) return kCompactBytes;
-  const std::array<uint64_t, CallSignature::kFields> values = {
-      words[0] >> 8 & 0xFF,  words[1],       words[0] >> 16 & 0xFF,
-      words[0] >> 24 & 0xFF, words[0] >> 32, words[2]};
-  for (size_t i = 0; i < values.size(); ++i) {
-    theirs[2 * i] = values[i];
-    theirs[2 * i + 1] = ~values[i];
-  }
-  fold_in(theirs);
+  fold_in(minima_of({words[0] >> 8 & 0xFF, words[1], words[0] >> 16 & 0xFF, words[0] >> 24 & 0xFF,
+                     words[0] >> 32, words[2]}));
   return kCompactBytes;
 }
 

@@ -37,6 +37,7 @@ class CheckFields {
  private:
   using Minima = std::array<uint64_t, 2 * CallSignature::kFields>;  // value, ~value per field
   using Packed = std::array<uint64_t, kCompactBytes / sizeof(uint64_t)>;
+  static Minima minima_of(const std::array<uint64_t, CallSignature::kFields>& values);
   void fold_in(const Minima& theirs);
 
   Minima minima_{};
