@@ -2,7 +2,9 @@
 // through (posted receives, early arrivals, sends waiting for room). A std::deque frees a block
 // each time its front crosses one and takes a new one at its back, so a steady stream of
 // messages allocates all the time; this one allocates only when it holds more than ever
-// before. Removing from the middle is allowed (a match is almost always at the front).
+// before. It makes room for a few at once, the depth most queues never pass, so that a queue
+// first used midway through a steady stream does not allocate then. Removing from the middle
+// is allowed (a match is almost always at the front).
 #pragma once
 
 #include <cstddef>
@@ -16,7 +18,7 @@ class Fifo {
  public:
   using iterator = typename std::vector<T>::iterator;
 
-  Fifo() = default;
+  Fifo() { items_.reserve(kFirstCapacity); }
   Fifo(Fifo&& other) noexcept
       : items_(std::move(other.items_)), head_(std::exchange(other.head_, 0)) {
     other.items_.clear();
@@ -64,6 +66,7 @@ class Fifo {
   }
 
  private:
+  static constexpr size_t kFirstCapacity = 8;
   static constexpr size_t kCompactFrom = 64;
   std::vector<T> items_;
   size_t head_ = 0;  // items_[0, head_) were taken out

@@ -12,6 +12,12 @@ namespace ibcoll::transport {
 
 class DeferredCompletions {
  public:
+  // Room for as many as a poll usually finishes, so that a few more at once than ever before
+  // do not allocate in the middle of a steady stream of calls.
+  DeferredCompletions() {
+    queued_.reserve(kFirstCapacity);
+    running_.reserve(kFirstCapacity);
+  }
   void add(Completion done, Status status, size_t bytes) {
     if (done) queued_.emplace_back(std::move(done), std::move(status), bytes);
   }
@@ -28,6 +34,7 @@ class DeferredCompletions {
   }
 
  private:
+  static constexpr size_t kFirstCapacity = 16;
   std::vector<std::tuple<Completion, Status, size_t>> queued_, running_;
 };
 

@@ -242,6 +242,7 @@ class TcpStore::Server {
 
   void run() {
     Clock::time_point stop_requested{};
+    std::vector<pollfd> fds;  // kept: it wakes every 50 ms, for the whole job
     while (true) {
       if (stop_.load()) {
         if (stop_requested == Clock::time_point{}) stop_requested = Clock::now();
@@ -251,7 +252,7 @@ class TcpStore::Server {
           return;
         }
       }
-      std::vector<pollfd> fds{{listener_, POLLIN, 0}};
+      fds.assign(1, {listener_, POLLIN, 0});
       for (auto& c : clients_)
         fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
       const int ready = ::poll(fds.data(), fds.size(), 50);

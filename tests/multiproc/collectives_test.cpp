@@ -16,6 +16,7 @@
 
 #include "collectives/registry.h"
 #include "tests/support/collectives.h"
+#include "tests/support/steady_calls.h"
 #include "transport/shm/ring.h"
 #include "transport/shm/slot_region.h"
 
@@ -359,6 +360,18 @@ TEST(Collectives, AVectorPastFourGiB) {
         return 0;
       },
       options));
+}
+
+// Small calls in a steady stream make no heap allocation per call, on 2 to 4 ranks: in the
+// slots, and through the shared-memory channel's messages (slots off: the checked recursive
+// doubling and binomial bcast, whose early arrivals each took two allocations).
+TEST(Collectives, SteadySmallCallsDoNotAllocatePerCall) {
+  for (const char* slots : {"1", "0"}) {
+    SCOPED_TRACE(std::string("IBCOLL_SHM_SLOTS=") + slots);
+    RankOptions options;
+    options.environment = {{"IBCOLL_SHM_SLOTS", slots}};
+    expect_no_allocation_per_small_call(options, {2, 3, 4});
+  }
 }
 
 // Rings and chains go package by package: on a synthetic node of two packages of one PU each

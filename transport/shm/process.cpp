@@ -1,21 +1,32 @@
 #include "transport/shm/process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
-#include <string>
+#include <cstdio>
+#include <cstring>
 
 namespace ibcoll::transport::shm {
 
 bool process_alive(pid_t pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;  // cannot tell: assume alive
-  const auto state = line.rfind(") ");         // the name may hold spaces and parentheses
-  return state == std::string::npos || line[state + 2] != 'Z';
+  // Read with a stack buffer, not a stream: the liveness checks run for the whole job.
+  char path[32], line[1024];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;  // cannot tell: assume alive
+  const ssize_t got = read(fd, line, sizeof(line) - 1);
+  close(fd);
+  if (got <= 0) return true;
+  line[got] = '\0';
+  // The state follows the name, which may hold spaces and parentheses: after the last ") ".
+  const char* name_end = nullptr;
+  for (const char* at = std::strstr(line, ") "); at; at = std::strstr(at + 1, ") "))
+    name_end = at;
+  return !name_end || name_end[2] != 'Z';
 }
 
 int read_process_memory(pid_t pid, uint64_t address, std::byte* into, size_t bytes) {

@@ -142,11 +142,11 @@ void ShmChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Com
     if (u.remote) return read_remote(peer, *u.remote, std::move(posted));
     if (u.received == u.total) {
       if (const size_t n = std::min(capacity, u.total)) {
-        std::memcpy(posted.buffer, u.bytes.get(), n);
+        std::memcpy(posted.buffer, u.bytes.data(), n);
       }
       return finish(peer, posted, u.total);
     }
-    u.waiter = std::make_unique<PostedRecv>(std::move(posted));  // still arriving
+    u.waiter.emplace(std::move(posted));  // still arriving
     return;
   }
   if (p.failed) return completions_.add(std::move(posted.done), p.failure, 0);
@@ -363,7 +363,8 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
         --p.waiting;
         read_remote(peer, remote, std::move(*posted));
       } else {
-        auto arrival = std::make_shared<Unexpected>();
+        auto arrival = std::allocate_shared<Unexpected>(
+            std::pmr::polymorphic_allocator<Unexpected>(&early_arrivals_));
         arrival->remote = remote;
         matches_.add_unexpected({peer, header.tag}, std::move(arrival));
       }
@@ -433,9 +434,10 @@ void ShmChannel::on_data(int peer, const FragmentHeader& header, const std::byte
       --p.waiting;
       in.posted = std::move(*posted);
     } else {
-      in.unexpected = std::make_shared<Unexpected>();
+      in.unexpected = std::allocate_shared<Unexpected>(
+          std::pmr::polymorphic_allocator<Unexpected>(&early_arrivals_));
       try {
-        in.unexpected->bytes = std::make_unique_for_overwrite<std::byte[]>(header.total);
+        in.unexpected->bytes = PooledBytes(early_arrivals_, header.total);
       } catch (const std::bad_alloc&) {
         in = Incoming{};
         return fail_peer(
@@ -457,7 +459,7 @@ void ShmChannel::on_data(int peer, const FragmentHeader& header, const std::byte
   }
   const size_t offset = in.received;
   if (in.unexpected) {
-    if (header.bytes) std::memcpy(in.unexpected->bytes.get() + offset, payload, header.bytes);
+    if (header.bytes) std::memcpy(in.unexpected->bytes.data() + offset, payload, header.bytes);
     in.unexpected->received += header.bytes;
   } else if (offset < in.posted.capacity) {
     std::memcpy(in.posted.buffer + offset, payload,
@@ -470,7 +472,7 @@ void ShmChannel::on_data(int peer, const FragmentHeader& header, const std::byte
   } else if (in.unexpected->waiter) {  // a receive took it while it was arriving
     PostedRecv& waiter = *in.unexpected->waiter;
     if (const size_t n = std::min(waiter.capacity, in.total)) {
-      std::memcpy(waiter.buffer, in.unexpected->bytes.get(), n);
+      std::memcpy(waiter.buffer, in.unexpected->bytes.data(), n);
     }
     finish(peer, waiter, in.total);
   }

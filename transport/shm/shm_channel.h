@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <memory_resource>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -40,6 +41,7 @@
 #include "transport/channel.h"
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
+#include "transport/pooled_bytes.h"
 #include "transport/shm/answers.h"
 #include "transport/shm/fragment.h"
 #include "transport/shm/options.h"
@@ -119,11 +121,11 @@ class ShmChannel final : public Channel {
   // A message that arrived (or is arriving) before its receive was posted.
   struct Unexpected {
     std::optional<RemoteMessage> remote;  // a rendezvous: nothing copied until a receive
-    std::unique_ptr<std::byte[]> bytes;   // uninitialised: the fragments fill it
+    PooledBytes bytes;                    // uninitialised: the fragments fill it
     size_t total = 0;
     size_t received = 0;
-    std::unique_ptr<PostedRecv> waiter;  // a receive that matched it before it was complete
-    bool aborted = false;                // the sender withdrew it midway
+    std::optional<PostedRecv> waiter;  // a receive that matched it before it was complete
+    bool aborted = false;              // the sender withdrew it midway
   };
   using Arrival = std::shared_ptr<Unexpected>;
   // The message a peer is in the middle of delivering to us.
@@ -185,6 +187,9 @@ class ShmChannel final : public Channel {
   ShmOptions options_;
   std::string single_copy_origin_;  // why options_.single_copy is what it is
   SlotRegion slots_;
+  // The early arrivals (their records and bytes), kept from one message to the next: a steady
+  // stream of them allocates nothing. Declared before the peers and the queues that hold them.
+  std::pmr::unsynchronized_pool_resource early_arrivals_{kMessagePool};
   std::vector<Peer> peers_;
   std::vector<int> polled_;             // the peers poll() visits
   std::vector<uint64_t> seen_senders_;  // our bitmap of senders as last read

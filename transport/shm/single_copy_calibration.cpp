@@ -13,8 +13,10 @@ namespace {
 constexpr std::array<size_t, 7> kSizes = {size_t{8} << 10,   size_t{16} << 10, size_t{64} << 10,
                                           size_t{256} << 10, size_t{1} << 20,  size_t{2} << 20,
                                           size_t{4} << 20};
-constexpr double kMargin = 0.9;  // single copy must take at most this share of the rings' time
-constexpr uint64_t kTag = 1;     // the channel is new: no other message is under way
+// A path must take at most this share of the other's time to be switched to: near a tie the
+// choice would flip from run to run with the noise.
+constexpr double kMargin = 0.9;
+constexpr uint64_t kTag = 1;  // the channel is new: no other message is under way
 
 // Drives the channel until `flag` is set; the peer's failure ends it with its status.
 void wait_for(ShmChannel& channel, const bool& flag, const Status& status,
@@ -79,10 +81,11 @@ CopyTimes measure(ShmChannel& channel, int peer, bool leader, std::byte* out, st
 }  // namespace
 
 SingleCopySizes single_copy_sizes(std::span<const CopyTimes> ascending) {
-  auto wins = [](const CopyTimes& t) { return t.single_ns <= kMargin * t.rings_ns; };
-  const auto first = std::find_if(ascending.begin(), ascending.end(), wins);
+  auto single_wins = [](const CopyTimes& t) { return t.single_ns <= kMargin * t.rings_ns; };
+  auto rings_win = [](const CopyTimes& t) { return t.rings_ns <= kMargin * t.single_ns; };
+  const auto first = std::find_if(ascending.begin(), ascending.end(), single_wins);
   if (first == ascending.end()) return {};
-  const auto loss = std::find_if_not(first, ascending.end(), wins);
+  const auto loss = std::find_if(first, ascending.end(), rings_win);
   return {first->bytes, loss == ascending.end() ? SingleCopySizes::kUnbounded : loss->bytes};
 }
 

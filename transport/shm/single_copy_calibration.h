@@ -2,8 +2,8 @@
 // sizes, measured where it matters: between two of the node's ranks, through their channel. The
 // one-way time of a message (half a round trip, the best of a few) at each of a few sizes, by
 // both paths; single copy is chosen from the smallest size at which it wins by a margin up to
-// the next size at which it does not. Machines differ here (the kernel's copy against
-// cache-to-cache copies, one on each side at once), so no constant in the code decides it.
+// the next size at which the rings win by that margin. Machines differ here (the kernel's copy
+// against cache-to-cache copies, one on each side at once), so no constant in the code decides it.
 // About 10 ms of traffic.
 #pragma once
 
@@ -35,8 +35,10 @@ struct CopyTimes {
 };
 
 // The sizes from times at ascending sizes: from the smallest size at which single copy takes at
-// most 90% of the rings' time, up to (not including) the next size at which it does not; none
-// if it wins at none. A win after that loss does not count (the window is one run of sizes).
+// most 90% of the rings' time, up to (not including) the next size at which the rings take at
+// most 90% of single copy's; none if single copy wins at none. A tie changes nothing either way
+// (it would flip with the noise), and a win after that loss does not count (the window is one
+// run of sizes).
 SingleCopySizes single_copy_sizes(std::span<const CopyTimes> ascending);
 
 }  // namespace ibcoll::transport::shm

@@ -148,11 +148,9 @@ void VerbsChannel::connect(int peer) {
   ensure_connected(peer);
 }
 
-std::vector<int> VerbsChannel::known_peers() const {
-  std::vector<int> out;
-  out.reserve(peers_.size());
-  peers_.for_each([&](int peer, const Peer&) { out.push_back(peer); });
-  return out;
+void VerbsChannel::known_peers(std::vector<int>& into) const {
+  into.clear();
+  peers_.for_each([&](int peer, const Peer&) { into.push_back(peer); });
 }
 
 VerbsChannel::Peer& VerbsChannel::peer_for_new_operation(int peer) {
@@ -218,7 +216,8 @@ int VerbsChannel::poll() {
   if (n > 0) srq_->refill(false);
   if (starved_) {  // slots or CQ room came back: every peer may have something waiting
     starved_ = false;
-    for (int peer : known_peers())
+    known_peers(starved_peers_);
+    for (int peer : starved_peers_)
       pump(peer);
   }
   // Reading the clock costs more than an empty poll: look at it every kPollsPerClockRead.
@@ -463,7 +462,9 @@ void VerbsChannel::end_every_send(const Status& status) {
 }
 
 void VerbsChannel::tell_peers_gone(uint32_t job_rank, Code code) {
-  for (int peer : known_peers()) {
+  std::vector<int> known;
+  known_peers(known);
+  for (int peer : known) {
     Peer& p = peers_[peer];
     if (!p.connected || p.failed || peer == static_cast<int>(job_rank)) continue;
     p.notices.push_back({wire::Type::rank_gone, job_rank, static_cast<uint32_t>(code)});
@@ -533,12 +534,15 @@ void VerbsChannel::on_async_event() {
         }
         break;
       case IBV_EVENT_PORT_ERR:
-      case IBV_EVENT_DEVICE_FATAL:
+      case IBV_EVENT_DEVICE_FATAL: {
         device_failure_ = Status(Code::peer_failed, device_->name() + ": " + what);
-        for (int peer : known_peers())
+        std::vector<int> known;
+        known_peers(known);
+        for (int peer : known)
           if (peer != rank_) fail_peer(peer, device_failure_);
         if (event.event_type == IBV_EVENT_DEVICE_FATAL) end_every_send(device_failure_);
         break;
+      }
       default:
         IBCOLL_LOG(debug, "async event: " << what);
         break;

@@ -30,6 +30,7 @@
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
 #include "transport/peer_map.h"
+#include "transport/pooled_bytes.h"
 #include "transport/verbs/completion_queue.h"
 #include "transport/verbs/connection_manager.h"
 #include "transport/verbs/credit_ledger.h"
@@ -138,10 +139,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   };
   struct Arrival {
     wire::Type type;
-    std::vector<std::byte> payload;  // eager
-    uint32_t send_id = 0;            // rts
-    uint64_t length = 0;             // rts
-    bool withdrawn = false;          // rts: its sender gave it up; a receive taking it fails
+    PooledBytes payload;     // eager
+    uint32_t send_id = 0;    // rts
+    uint64_t length = 0;     // rts
+    bool withdrawn = false;  // rts: its sender gave it up; a receive taking it fails
   };
   struct RendezvousRecv {
     int peer;
@@ -166,7 +167,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint64_t tag;
     size_t total, received;
     std::optional<PostedRecv> posted;
-    std::vector<std::byte> held;
+    PooledBytes held;
     bool dropped = false;
   };
   // What waits in a peer's send queue, in order. Credit, ready and keepalive messages are not
@@ -289,8 +290,9 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // Deregisters its buffer (no write of it is in flight) and completes it (unless withdrawn
   // here) with `status` and `bytes`, or with the receiver's withdrawal if that came.
   void end_send(Sends::iterator send, const Status& status, size_t bytes);
-  // The peers with state, listed first: visiting one may fail it, or make state for another.
-  std::vector<int> known_peers() const;
+  // The peers with state, listed into `into` first: visiting one may fail it, or make state for
+  // another.
+  void known_peers(std::vector<int>& into) const;
   // The peer's state for a new send or receive; failed already if the device is.
   Peer& peer_for_new_operation(int peer);
   uint32_t new_id();
@@ -317,14 +319,17 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   uint32_t cq_in_flight_ = 0;
   uint32_t unsignaled_ = 0;  // unsignaled sends holding send slots, over all peers
   CreditLedger credits_;
+  // Every message has a record here while it is under way, and an eager one that arrives before
+  // its receive its payload; the pool keeps the freed blocks for the next messages (a node per
+  // send, a vector per early arrival, from the heap were the message path's last allocations).
+  // Declared before the peers and queues that hold them.
+  std::pmr::unsynchronized_pool_resource message_records_{kMessagePool};
   PeerMap<Peer> peers_;  // the peers dealt with, never every rank of the job
   std::unordered_map<uint32_t, SendQueue> queues_;  // by QP number: one per connected peer or node
   std::vector<int> peers_to_visit_;                 // on_tick's list (a visit may fail a peer)
   std::vector<int> sharing_;                        // pump_sharing's list (a pump may fail a peer)
+  std::vector<int> starved_peers_;                  // poll's list when a starved send may go
   Status device_failure_;  // the port or device died: every peer, known or not
-  // Every message has a record here while it is under way; the pool keeps the freed ones for
-  // the next messages (a node per send from the heap was the message path's last allocation).
-  std::pmr::unsynchronized_pool_resource message_records_;
   Sends sends_{&message_records_};
   std::pmr::unordered_map<uint32_t, RendezvousRecv> rendezvous_{&message_records_};
   MatchTable<PostedRecv, Arrival> matches_;

@@ -96,9 +96,10 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
         --p.open_ops;
         deliver_eager(peer, *posted, body, header->length);
       } else {
-        matches_.add_unexpected(
-            {peer, header->tag},
-            Arrival{wire::Type::eager, std::vector<std::byte>(body, body + header->length)});
+        PooledBytes payload(message_records_, header->length);
+        if (header->length) std::memcpy(payload.data(), body, header->length);
+        matches_.add_unexpected({peer, header->tag},
+                                Arrival{wire::Type::eager, std::move(payload)});
       }
       break;
     case wire::Type::eager_more:
@@ -199,7 +200,7 @@ void VerbsChannel::start_assembly(int peer, uint64_t tag, size_t total) {
   Peer& p = peers_[peer];
   Assembly& a = p.assembly.emplace(Assembly{tag, total, 0, std::nullopt, {}});
   a.posted = matches_.take_posted({peer, tag});
-  if (!a.posted) a.held.resize(total);
+  if (!a.posted) a.held = PooledBytes(message_records_, total);
 }
 
 void VerbsChannel::add_part(int peer, const std::byte* part, size_t length) {
