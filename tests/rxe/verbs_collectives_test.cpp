@@ -290,10 +290,10 @@ TEST(VerbsCollectives, ASmallBcastsRootReturnsBeforeItsReceiversCall) {
 }
 
 // Small calls in a steady stream make no heap allocation per call over verbs either, on 2 to 4
-// ranks: no record per message or call, nor a list per send that waited for room. (Messages
-// that arrive before their receives are rare here: a receiver finds a message only when it
-// polls, mostly after it has posted the receive. Their buffers come from the channel's pool as
-// shared memory's do, which the host test counts.)
+// ranks: no record per message or call, nor a list per send that waited for room. Messages
+// that arrive before their receives are rare here (a receiver finds a message only when it
+// polls, mostly after posting its receive); a transport test counts those:
+// VerbsTransport.EarlyArrivalsTakeNoHeapAllocationOnceWarm.
 TEST(VerbsCollectives, SteadySmallCallsDoNotAllocatePerCall) {
   RankOptions options;
   options.environment = {{"IBCOLL_TRANSPORT", "verbs"}};

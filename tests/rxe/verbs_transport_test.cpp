@@ -24,6 +24,7 @@
 #include "runtime/verbs_endpoint.h"
 #include "tests/support/exchange.h"
 #include "tests/support/forked_ranks.h"
+#include "tests/support/heap_count.h"
 #include "transport/verbs/completion_queue.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/mr_cache.h"
@@ -843,6 +844,72 @@ TEST(VerbsTransport, EagerMessagesInParts) {
       },
       options);
   expect_all_ok(exits);
+}
+
+// Messages that arrive before their receives are posted wait in memory the channel keeps: once
+// warm, rounds of them (six of one part, two of three parts, all waiting before any receive is
+// posted) make no heap allocation per message on the receiver, where each took a vector. The
+// sender starts a round when the receiver asks, through the channel itself.
+TEST(VerbsTransport, EarlyArrivalsTakeNoHeapAllocationOnceWarm) {
+  if (!heap_allocations()) GTEST_SKIP() << "allocations are not counted under AddressSanitizer";
+  constexpr int kWarmUp = 50, kRounds = 200, kPerRound = 8;
+  constexpr size_t kSmall = 64, kInParts = 20000;  // three parts of 8 KiB
+  constexpr uint64_t kMessagesPerRound = 6 + 2 * 3;
+  auto size_of = [](int k) { return k % 4 == 3 ? kInParts : kSmall; };
+  expect_all_ok(run_ranks(2, [&](int me, int) {
+    runtime::VerbsEndpoint r;
+    std::vector<std::vector<std::byte>> buffers(kPerRound);
+    for (int k = 0; k < kPerRound; ++k)
+      buffers[static_cast<size_t>(k)].resize(size_of(k));
+    std::byte token{1};
+    uint64_t counted = 0;
+    for (int round = 0; round < kWarmUp + kRounds; ++round) {
+      const uint64_t base = 1000 + static_cast<uint64_t>(round) * 16;
+      const uint64_t before = *heap_allocations();
+      Transfer go, ends[kPerRound];
+      if (me == 0) {
+        r.channel().recv(1, base, &token, 1, record(go));
+        r.wait([&] { return go.done; }, "the receiver's go");
+        for (int k = 0; k < kPerRound; ++k) {
+          auto& data = buffers[static_cast<size_t>(k)];
+          for (size_t i = 0; i < data.size(); i += 997)
+            data[i] = pattern_byte(0, 1, base + 1 + k, i);
+          r.channel().send(1, base + 1 + k, data.data(), data.size(), record(ends[k]));
+        }
+      } else {
+        const uint64_t arrived = r.channel().counters().messages_received;
+        r.channel().send(0, base, &token, 1, record(go));
+        r.wait(
+            [&] {
+              return go.done &&
+                     r.channel().counters().messages_received >= arrived + kMessagesPerRound;
+            },
+            "a round's messages, before any receive");
+        for (int k = 0; k < kPerRound; ++k) {
+          auto& data = buffers[static_cast<size_t>(k)];
+          r.channel().recv(0, base + 1 + k, data.data(), data.size(), record(ends[k]));
+        }
+      }
+      r.wait(
+          [&] {
+            return std::all_of(std::begin(ends), std::end(ends),
+                               [](const Transfer& t) { return t.done; });
+          },
+          "a round's messages");
+      for (int k = 0; k < kPerRound; ++k) {
+        const auto& data = buffers[static_cast<size_t>(k)];
+        RANK_CHECK(ends[k].status.ok() && ends[k].bytes == data.size(), ends[k].status.to_string());
+        for (size_t i = 0; i < data.size(); i += 997)
+          RANK_CHECK(data[i] == pattern_byte(0, 1, base + 1 + k, i), "a wrong byte");
+      }
+      if (round >= kWarmUp) counted += *heap_allocations() - before;
+    }
+    RANK_CHECK(me == 0 || counted <= kRounds / 10,
+               std::to_string(counted) + " heap allocations in " + std::to_string(kRounds) +
+                   " rounds of " + std::to_string(kPerRound) + " early arrivals");
+    r.bootstrap().barrier("end");
+    return 0;
+  }));
 }
 
 // A rendezvous receive into memory that cannot be registered (here: PROT_NONE pages) fails

@@ -1,6 +1,6 @@
 // How many heap allocations this process has made: a test binary that links heap_count.cpp
-// replaces the global operator new with one that counts its calls (not under AddressSanitizer,
-// whose own operator new must stay: there the count is unknown).
+// replaces the global operator new, plain and aligned, with one that counts its calls (not under
+// AddressSanitizer, whose own operator new must stay: there the count is unknown).
 #pragma once
 
 #include <cstdint>
