@@ -1,10 +1,13 @@
 /* component_bench: MPI_Allreduce and MPI_Bcast timed with and without coll/ibcoll in one run.
  * Two duplicates of MPI_COMM_WORLD: one that excludes the component (the info key
  * "ompi_comm_coll_preference" = "^ibcoll": Open MPI's own collectives), one that keeps it.
- * Size by size, both are timed in alternating rounds; a round's figure is the slowest rank's
- * average per call, and the table shows each side's median round and the ratio. Start it under
- * mpirun with the component loaded (ci/bench does). Plain MPI: no ibcoll header or library.
- *   usage: component_bench [--max-size BYTES] [--rounds N] */
+ * Size by size, both are timed in alternating rounds, and the table shows each side's median
+ * round and the ratio. By default a round times calls back to back (pipelined), and its figure
+ * is the slowest rank's average per call; with --osu, as OSU's osu_allreduce / osu_bcast do,
+ * each call is timed alone, with a barrier (Open MPI's, on the plain duplicate) after it, and
+ * the figure is the ranks' average latency. Start it under mpirun with the component loaded
+ * (ci/bench does). Plain MPI: no ibcoll header or library.
+ *   usage: component_bench [--max-size BYTES] [--rounds N] [--osu] */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,31 +25,54 @@ static double median(double* values, int n) {
   return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-/* Seconds per call of `iterations` calls, the slowest rank's. */
-static double time_calls(MPI_Comm comm, int allreduce, char* send, char* recv, size_t bytes,
-                         int iterations) {
+static void call(MPI_Comm comm, int allreduce, char* send, char* recv, size_t bytes) {
   const int count = (int)(allreduce ? bytes / sizeof(float) : bytes);
-  MPI_Barrier(comm);
-  const double start = MPI_Wtime();
-  for (int i = 0; i < iterations; ++i) {
-    if (allreduce) {
-      MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, comm);
-    } else {
-      MPI_Bcast(recv, count, MPI_BYTE, 0, comm);
-    }
+  if (allreduce) {
+    MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, comm);
+  } else {
+    MPI_Bcast(recv, count, MPI_BYTE, 0, comm);
   }
-  double mine = (MPI_Wtime() - start) / iterations, slowest = 0;
-  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
-  return slowest;
+}
+
+/* Seconds per call of `iterations` calls on `comm`: back to back, the slowest rank's; or (osu)
+ * each alone followed by a barrier on `between`, the ranks' average. */
+static double time_calls(MPI_Comm comm, MPI_Comm between, int osu, int allreduce, char* send,
+                         char* recv, size_t bytes, int iterations) {
+  double mine = 0, all = 0;
+  MPI_Barrier(between);
+  if (osu) {
+    for (int i = 0; i < iterations; ++i) {
+      const double start = MPI_Wtime();
+      call(comm, allreduce, send, recv, bytes);
+      mine += MPI_Wtime() - start;
+      MPI_Barrier(between);
+    }
+    mine /= iterations;
+    int size = 1;
+    MPI_Comm_size(between, &size);
+    MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, between);
+    return all / size;
+  }
+  const double start = MPI_Wtime();
+  for (int i = 0; i < iterations; ++i)
+    call(comm, allreduce, send, recv, bytes);
+  mine = (MPI_Wtime() - start) / iterations;
+  MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, between);
+  return all;
 }
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   size_t max_size = 16u << 20;
-  int rounds = 5, rank, size;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--max-size") == 0) max_size = strtoull(argv[i + 1], NULL, 0);
-    if (strcmp(argv[i], "--rounds") == 0) rounds = atoi(argv[i + 1]);
+  int rounds = 5, osu = 0, rank, size;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--osu") == 0) {
+      osu = 1;
+    } else if (i + 1 < argc && strcmp(argv[i], "--max-size") == 0) {
+      max_size = strtoull(argv[++i], NULL, 0);
+    } else if (i + 1 < argc && strcmp(argv[i], "--rounds") == 0) {
+      rounds = atoi(argv[++i]);
+    }
   }
   if (rounds < 1 || rounds > kMaxRounds) rounds = 5;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -66,8 +92,10 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     printf(
         "# MPI_Allreduce (float sum) and MPI_Bcast, %d ranks: Open MPI's own vs through "
-        "coll/ibcoll, same run, median of %d rounds\n",
-        size, rounds);
+        "coll/ibcoll, same run, median of %d rounds; %s\n",
+        size, rounds,
+        osu ? "each call timed alone, a barrier after it, the ranks' average (OSU)"
+            : "calls back to back, the slowest rank's average");
     printf("%-10s %10s %14s %14s %8s\n", "collective", "bytes", "openmpi(us)", "ibcoll(us)",
            "ratio");
   }
@@ -75,11 +103,11 @@ int main(int argc, char** argv) {
     for (size_t bytes = 8; bytes <= max_size; bytes *= 4) {
       const int iterations = bytes <= 65536 ? 200 : bytes <= (1u << 20) ? 20 : 4;
       double without_ibcoll[kMaxRounds], with_ibcoll[kMaxRounds];
-      time_calls(plain, allreduce, send, recv, bytes, 2); /* warm both up */
-      time_calls(through, allreduce, send, recv, bytes, 2);
+      time_calls(plain, plain, osu, allreduce, send, recv, bytes, 2); /* warm both up */
+      time_calls(through, plain, osu, allreduce, send, recv, bytes, 2);
       for (int r = 0; r < rounds; ++r) {
-        without_ibcoll[r] = time_calls(plain, allreduce, send, recv, bytes, iterations);
-        with_ibcoll[r] = time_calls(through, allreduce, send, recv, bytes, iterations);
+        without_ibcoll[r] = time_calls(plain, plain, osu, allreduce, send, recv, bytes, iterations);
+        with_ibcoll[r] = time_calls(through, plain, osu, allreduce, send, recv, bytes, iterations);
       }
       const double a = median(without_ibcoll, rounds) * 1e6, b = median(with_ibcoll, rounds) * 1e6;
       if (rank == 0) {
