@@ -2,9 +2,9 @@
 // through (posted receives, early arrivals, sends waiting for room). A std::deque frees a block
 // each time its front crosses one and takes a new one at its back, so a steady stream of
 // messages allocates all the time; this one allocates only when it holds more than ever
-// before. It makes room for a few at once, the depth most queues never pass, so that a queue
-// first used midway through a steady stream does not allocate then. Removing from the middle
-// is allowed (a match is almost always at the front).
+// before. Its first push makes room for a few, the depth most queues never pass (a queue never
+// used takes no memory: a process has one per peer). Removing from the middle is allowed (a
+// match is almost always at the front).
 #pragma once
 
 #include <cstddef>
@@ -18,7 +18,7 @@ class Fifo {
  public:
   using iterator = typename std::vector<T>::iterator;
 
-  Fifo() { items_.reserve(kFirstCapacity); }
+  Fifo() = default;
   Fifo(Fifo&& other) noexcept
       : items_(std::move(other.items_)), head_(std::exchange(other.head_, 0)) {
     other.items_.clear();
@@ -39,6 +39,7 @@ class Fifo {
   auto end() const { return items_.end(); }
 
   void push_back(T item) {
+    if (items_.capacity() == 0) items_.reserve(kFirstCapacity);
     if (empty()) {
       clear();
     } else if (head_ >= kCompactFrom && head_ * 2 >= items_.size()) {
