@@ -16,11 +16,19 @@
 
 /* ---- what ibcoll takes ---------------------------------------------------------------------- */
 
+/* Searched in order, once per call: the types programs reduce most come first. */
 static bool ibcoll_type_of(struct ompi_datatype_t* type, ibcoll_datatype_t* out) {
   static const struct {
     MPI_Datatype mpi;
     ibcoll_datatype_t ibcoll;
   } table[] = {
+    {MPI_FLOAT, IBCOLL_FLOAT32},
+    {MPI_DOUBLE, IBCOLL_FLOAT64},
+    {MPI_INT, IBCOLL_INT32},
+#if SIZEOF_LONG == 8
+    {MPI_LONG, IBCOLL_INT64},
+    {MPI_UNSIGNED_LONG, IBCOLL_UINT64},
+#endif
     {MPI_INT8_T, IBCOLL_INT8},
     {MPI_SIGNED_CHAR, IBCOLL_INT8},
     {MPI_UINT8_T, IBCOLL_UINT8},
@@ -31,19 +39,12 @@ static bool ibcoll_type_of(struct ompi_datatype_t* type, ibcoll_datatype_t* out)
     {MPI_UINT16_T, IBCOLL_UINT16},
     {MPI_UNSIGNED_SHORT, IBCOLL_UINT16},
     {MPI_INT32_T, IBCOLL_INT32},
-    {MPI_INT, IBCOLL_INT32},
     {MPI_UINT32_T, IBCOLL_UINT32},
     {MPI_UNSIGNED, IBCOLL_UINT32},
     {MPI_INT64_T, IBCOLL_INT64},
     {MPI_LONG_LONG, IBCOLL_INT64},
     {MPI_UINT64_T, IBCOLL_UINT64},
     {MPI_UNSIGNED_LONG_LONG, IBCOLL_UINT64},
-    {MPI_FLOAT, IBCOLL_FLOAT32},
-    {MPI_DOUBLE, IBCOLL_FLOAT64},
-#if SIZEOF_LONG == 8
-    {MPI_LONG, IBCOLL_INT64},
-    {MPI_UNSIGNED_LONG, IBCOLL_UINT64},
-#endif
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
     if (table[i].mpi == type) {
