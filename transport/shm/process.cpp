@@ -22,11 +22,10 @@ bool process_alive(pid_t pid) {
   close(fd);
   if (got <= 0) return true;
   line[got] = '\0';
-  // The state follows the name, which may hold spaces and parentheses: after the last ") ".
-  const char* name_end = nullptr;
-  for (const char* at = std::strstr(line, ") "); at; at = std::strstr(at + 1, ") "))
-    name_end = at;
-  return !name_end || name_end[2] != 'Z';
+  // The state follows the name, which may hold spaces and parentheses: after its last ')' (no
+  // field after the name holds one).
+  const char* name_end = std::strrchr(line, ')');
+  return !name_end || name_end[1] != ' ' || name_end[2] != 'Z';
 }
 
 int read_process_memory(pid_t pid, uint64_t address, std::byte* into, size_t bytes) {

@@ -363,8 +363,7 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
         --p.waiting;
         read_remote(peer, remote, std::move(*posted));
       } else {
-        auto arrival = std::allocate_shared<Unexpected>(
-            std::pmr::polymorphic_allocator<Unexpected>(&early_arrivals_));
+        auto arrival = new_arrival();
         arrival->remote = remote;
         matches_.add_unexpected({peer, header.tag}, std::move(arrival));
       }
@@ -434,8 +433,7 @@ void ShmChannel::on_data(int peer, const FragmentHeader& header, const std::byte
       --p.waiting;
       in.posted = std::move(*posted);
     } else {
-      in.unexpected = std::allocate_shared<Unexpected>(
-          std::pmr::polymorphic_allocator<Unexpected>(&early_arrivals_));
+      in.unexpected = new_arrival();
       try {
         in.unexpected->bytes = PooledBytes(early_arrivals_, header.total);
       } catch (const std::bad_alloc&) {

@@ -169,6 +169,11 @@ class ShmChannel final : public Channel {
   // Reads a rendezvous into a posted receive, or asks for it to be copied through.
   void read_remote(int peer, const RemoteMessage& remote, PostedRecv posted);
   void finish(int peer, PostedRecv& recv, uint64_t total);
+  // A new early arrival, from the channel's pool.
+  Arrival new_arrival() {
+    return std::allocate_shared<Unexpected>(
+        std::pmr::polymorphic_allocator<Unexpected>(&early_arrivals_));
+  }
   // The message arriving from `peer` (or refused rendezvous `id`, if none) was withdrawn.
   void on_aborted(int peer, uint64_t id);
   // cancel() for one peer's sends.
