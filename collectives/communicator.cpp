@@ -10,17 +10,20 @@
 namespace ibcoll::collectives {
 
 Communicator::Communicator(transport::Channel& channel, std::vector<int> members, int rank,
-                           uint16_t id, Policy policy, std::optional<SlotGroup> slots,
-                           const topo::Hierarchy& hierarchy, std::optional<SlotGroup> node_slots)
+                           uint16_t id, uint64_t first_sequence, Policy policy,
+                           std::optional<SlotGroup> slots, const topo::Hierarchy& hierarchy,
+                           std::optional<SlotGroup> node_slots)
     : channel_(channel),
       members_(std::move(members)),
       rank_(rank),
       id_(id),
       policy_(std::move(policy)),
-      slots_(std::move(slots)) {
+      slots_(std::move(slots)),
+      first_sequence_(std::max<uint64_t>(first_sequence & kSequenceMask, 1)),
+      next_sequence_(first_sequence_) {
   if (hierarchy.spans_nodes()) {
     layout_ = std::make_unique<NodeLayout>(channel_, hierarchy, members_, rank_,
-                                           std::move(node_slots), policy_.tuning);
+                                           std::move(node_slots), policy_.tuning, first_sequence_);
   }
   const std::vector<int> ring_order = hierarchy.ring_order();
   bool reordered = false;
@@ -37,6 +40,11 @@ Communicator::Communicator(transport::Channel& channel, std::vector<int> members
 }
 
 Communicator::~Communicator() = default;
+
+void Communicator::abandon_slots() {
+  if (slots_) slots_->binding.abandon();
+  if (layout_) layout_->abandon_slots();
+}
 
 std::vector<int> Communicator::ring_order() const {
   std::vector<int> order(members_.size());
@@ -124,7 +132,8 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
   const int sequences = algorithm.across_nodes ? layout_->sequences_per_call() : 1;
   next_sequence_ += static_cast<uint64_t>(sequences);
   const uint64_t last_tag = tag + static_cast<uint64_t>(sequences) * kStepsPerCall - 1;
-  Group group{channel_, rank_, members_, slots_ ? &*slots_ : nullptr, 0, layout_.get()};
+  Group group{channel_, rank_,         members_,       slots_ ? &*slots_ : nullptr,
+              0,        layout_.get(), first_sequence_};
   const bool check = policy_.check_calls && size() > 1 && !algorithm.uses_slots;
   // Every call that touches the slots takes a turn there; with checks on, that is every call,
   // whatever algorithm each rank picked.
@@ -154,9 +163,9 @@ std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
     task_args.root = call.task_root;
     task = call.algorithm.make(call.task_group, task_args, call.tag);
   }
-  auto operation =
-      std::make_unique<Operation>(std::move(task), std::move(checker), channel_, members_, call.tag,
-                                  call.last_tag, call.algorithm.collective, call.algorithm.name);
+  auto operation = std::make_unique<Operation>(std::move(task), std::move(checker), channel_,
+                                               members_, call.tag, call.last_tag, first_sequence_,
+                                               call.algorithm.collective, call.algorithm.name);
   operation->start();
   if (held_ && call.follows_held) operation->after(std::move(held_));
   return operation;

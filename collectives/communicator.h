@@ -51,17 +51,24 @@ struct Policy {
 class Communicator {
  public:
   // `members` are the channel ranks of the group in order; this process is members[rank].
-  // `slots`: the node's slot region, when every member is on this node. `hierarchy`: where the
-  // members run, for the ring order and, across nodes, the hierarchical algorithms, which use
-  // `node_slots` (this node's members' share of the slot region) when there is one.
+  // Calls take sequence numbers from `first_sequence` (1 at least) up: past those of any
+  // earlier communicator with the same id on these members. `slots`: the node's slot region,
+  // when every member is on this node. `hierarchy`: where the members run, for the ring order
+  // and, across nodes, the hierarchical algorithms, which use `node_slots` (this node's
+  // members' share of the slot region) when there is one.
   Communicator(transport::Channel& channel, std::vector<int> members, int rank, uint16_t id,
-               Policy policy, std::optional<SlotGroup> slots, const topo::Hierarchy& hierarchy,
-               std::optional<SlotGroup> node_slots);
+               uint64_t first_sequence, Policy policy, std::optional<SlotGroup> slots,
+               const topo::Hierarchy& hierarchy, std::optional<SlotGroup> node_slots);
   ~Communicator();
 
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
   uint16_t id() const { return id_; }
+  // The sequence number its next call takes.
+  uint64_t next_sequence() const { return next_sequence_; }
+  // Lets go of its slot sets with no member of this node to bind them later: the communicator
+  // was given up before every member made it (SlotBinding::abandon). Its calls end here.
+  void abandon_slots();
   const std::vector<int>& members() const { return members_; }
   // The member indices in the order rings and chains take them.
   std::vector<int> ring_order() const;
@@ -103,7 +110,8 @@ class Communicator {
   Policy policy_;
   std::optional<SlotGroup> slots_;
   std::unique_ptr<NodeLayout> layout_;  // when the members span nodes
-  uint64_t next_sequence_ = 1;
+  uint64_t first_sequence_;
+  uint64_t next_sequence_;
   // Per collective, the algorithms of the last few sizes called, replaced in turn: calls in a
   // loop choose once, also when they alternate sizes (a barrier between timed calls); the
   // algorithm chosen last is logged when it changes.

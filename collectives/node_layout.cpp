@@ -24,11 +24,12 @@ Subgroup subgroup_of(const std::vector<int>& member_indices, std::span<const int
 
 NodeLayout::NodeLayout(transport::Channel& channel, const topo::Hierarchy& hierarchy,
                        std::span<const int> members, int rank, std::optional<SlotGroup> node_slots,
-                       const NodeTuning& tuning)
+                       const NodeTuning& tuning, uint64_t first_sequence)
     : channel_(channel),
       hierarchy_(hierarchy),
       node_slots_(std::move(node_slots)),
-      tuning_(tuning) {
+      tuning_(tuning),
+      first_sequence_(first_sequence) {
   const auto& nodes = hierarchy_.nodes();
   node_ = subgroup_of(nodes[static_cast<size_t>(hierarchy_.node_index(rank))], members, rank);
   leaders_ = subgroup_of(hierarchy_.leaders(), members, rank);
@@ -48,7 +49,7 @@ std::unique_ptr<CollectiveTask> NodeLayout::flat_call(Collective collective, con
   const Algorithm& algorithm =
       select_algorithm(collective, args.count * type_size(args.type),
                        {group.size(), slots != nullptr, 1, false, {}, tuning_}, "");
-  Group flat{channel_, group.rank, group.peers, slots, 0};
+  Group flat{channel_, group.rank, group.peers, slots, 0, nullptr, first_sequence_};
   if (algorithm.uses_slots) flat.slot_sequence = slots->next_sequence++;
   return algorithm.make(flat, args, base_tag + static_cast<uint64_t>(offset) * kStepsPerCall);
 }
@@ -56,7 +57,8 @@ std::unique_ptr<CollectiveTask> NodeLayout::flat_call(Collective collective, con
 std::unique_ptr<CollectiveTask> NodeLayout::node_reduce_scatter(const CollectiveArgs& args,
                                                                 uint64_t base_tag, int offset) {
   if (!node_slots_) return nullptr;
-  Group flat{channel_, node_.rank, node_.peers, &*node_slots_, node_slots_->next_sequence++};
+  Group flat{channel_, node_.rank,     node_.peers, &*node_slots_, node_slots_->next_sequence++,
+             nullptr,  first_sequence_};
   return make_staged_reduce_scatter(
       flat, args, base_tag + static_cast<uint64_t>(offset) * kStepsPerCall, rails_);
 }

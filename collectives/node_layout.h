@@ -29,10 +29,10 @@ class NodeLayout {
  public:
   // `members`: the communicator's channel peers; this process is member `rank`. `node_slots`:
   // the slot region shared by this node's members, when there is one; `tuning`: this node's
-  // thresholds, for the calls inside it.
+  // thresholds, for the calls inside it; `first_sequence`: the communicator's first call's.
   NodeLayout(transport::Channel& channel, const topo::Hierarchy& hierarchy,
              std::span<const int> members, int rank, std::optional<SlotGroup> node_slots,
-             const NodeTuning& tuning);
+             const NodeTuning& tuning, uint64_t first_sequence);
 
   const topo::Hierarchy& hierarchy() const { return hierarchy_; }
   const Subgroup& node() const { return node_; }
@@ -62,6 +62,11 @@ class NodeLayout {
   // would wait for the one before it).
   std::vector<std::unique_ptr<CollectiveTask>> node_allgather(const CollectiveArgs& args,
                                                               uint64_t base_tag, int first_offset);
+  // Lets go of the node's slot set with no member of the node to bind it later
+  // (SlotBinding::abandon).
+  void abandon_slots() {
+    if (node_slots_) node_slots_->binding.abandon();
+  }
   // The node's slot region failed in an earlier call, if it did: the communicator is unusable.
   const Status* slot_failure() const {
     return node_slots_ && !node_slots_->failure.ok() ? &node_slots_->failure : nullptr;
@@ -74,6 +79,7 @@ class NodeLayout {
   int rails_ = 1;
   std::optional<SlotGroup> node_slots_;
   NodeTuning tuning_;
+  uint64_t first_sequence_;
 };
 
 }  // namespace ibcoll::collectives

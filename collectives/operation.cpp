@@ -10,19 +10,21 @@ constexpr uint32_t kAdvancesPerMemberCheck = 1024;
 
 Operation::Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
                      transport::Channel& channel, std::span<const int> members, uint64_t base_tag,
-                     uint64_t last_tag, Collective collective, const char* algorithm)
+                     uint64_t last_tag, uint64_t first_sequence, Collective collective,
+                     const char* algorithm)
     : task_(std::move(task)),
       check_(std::move(check)),
       channel_(channel),
       members_(members),
       base_tag_(base_tag),
       last_tag_(last_tag),
+      first_sequence_(first_sequence),
       collective_(collective),
       algorithm_(algorithm) {}
 
 std::string Operation::describe() const {
-  const std::string call =
-      describe_call(collective_, algorithm_, base_tag_, static_cast<int>(members_.size()));
+  const std::string call = describe_call(collective_, algorithm_, base_tag_,
+                                         static_cast<int>(members_.size()), first_sequence_);
   if (state_ != State::running) return call + ": it has ended (" + status_.to_string() + ")";
   return call + ": it waits for " +
          (checking_ ? check_->waiting() + " (the call check)" : task_->waiting()) +

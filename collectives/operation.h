@@ -27,7 +27,8 @@ class Operation : public CallObject {
   // in errors and reports.
   Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
             transport::Channel& channel, std::span<const int> members, uint64_t base_tag,
-            uint64_t last_tag, Collective collective, const char* algorithm);
+            uint64_t last_tag, uint64_t first_sequence, Collective collective,
+            const char* algorithm);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -69,6 +70,7 @@ class Operation : public CallObject {
   transport::Channel& channel_;
   std::span<const int> members_;
   uint64_t base_tag_, last_tag_;
+  uint64_t first_sequence_;  // of the communicator's first call
   Collective collective_;
   const char* algorithm_;
   uint32_t advances_ = 0;

@@ -141,10 +141,11 @@ const char* collective_name(Collective collective) {
 }
 
 std::string describe_call(Collective collective, const char* algorithm, uint64_t base_tag,
-                          int ranks) {
-  return std::string(collective_name(collective)) + " #" + std::to_string(sequence_of(base_tag)) +
-         " (" + algorithm + ") on communicator " + std::to_string(communicator_of(base_tag)) +
-         " of " + std::to_string(ranks) + " ranks";
+                          int ranks, uint64_t first_sequence) {
+  const uint64_t number = sequence_of(base_tag) - first_sequence + 1;
+  return std::string(collective_name(collective)) + " #" + std::to_string(number) + " (" +
+         algorithm + ") on communicator " + std::to_string(communicator_of(base_tag)) + " of " +
+         std::to_string(ranks) + " ranks";
 }
 
 std::span<const Algorithm> algorithms() {

@@ -58,7 +58,8 @@ class SlotTask : public CollectiveTask {
             return state != State::running;
           },
           [&] {
-            return describe_call(collective_, name(), base_tag_, group_.size()) +
+            return describe_call(collective_, name(), base_tag_, group_.size(),
+                                 group_.first_sequence) +
                    ": it waits for " + waiting();
           });
     } catch (const Error& e) {

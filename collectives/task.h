@@ -31,6 +31,7 @@ struct Group {
   SlotGroup* slots = nullptr;    // when every member shares this node's slot region
   uint64_t slot_sequence = 0;    // this call's turn in the slots
   NodeLayout* layout = nullptr;  // when the members span nodes (the hierarchical algorithms)
+  uint64_t first_sequence = 1;   // of the communicator's first call (to number calls in reports)
   int size() const { return static_cast<int>(peers.size()); }
 };
 

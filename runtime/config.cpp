@@ -52,6 +52,13 @@ const Variable kVariables[] = {
      "node-local allreduces from this size read the members' inputs from their processes (CMA) "
      "where the node's single copy works; 0: never; auto: measured on the node's ranks at "
      "start-up"},
+    {"IBCOLL_CALIBRATION_PRETEND", "",
+     "for tests: the start-up calibrations decide from times that give these outcomes "
+     "(single_copy=wins|window|loses|refused, slots=early|late, "
+     "allreduce_single_copy=early|late|never; comma-separated); empty: as measured"},
+    {"IBCOLL_COMM_IDS", "65535",
+     "the largest communicator id (a live communicator holds one; freed, it is free again): less "
+     "only for tests that run out of ids"},
     {"IBCOLL_DEVICE", "",
      "verbs device as name[:port]; empty: the active one nearest this rank's cpus (ranks of a "
      "node take turns over equally near ones)"},
@@ -202,7 +209,8 @@ std::string Config::shared_settings() const {
       "\n" + "IBCOLL_ALLREDUCE_SINGLE_COPY_FROM=" +
       (calibrate_single_copy_allreduce ? "auto"
                                        : std::to_string(policy.tuning.single_copy_allreduce_from)) +
-      "\n";
+      "\n" + "IBCOLL_CALIBRATION_PRETEND=" + pretend.text + "\n" +
+      "IBCOLL_COMM_IDS=" + std::to_string(largest_communicator_id) + "\n";
 #ifdef IBCOLL_HAVE_VERBS
   lines += std::string("IBCOLL_CM=") +
            (verbs.connect == transport::verbs::ConnectMode::ud ? "ud" : "rdmacm") + "\n" +
@@ -260,6 +268,7 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   Config c;
   c.log_level = log::parse_level(get("IBCOLL_LOG"));
   c.timeout = parse_timeout(get("IBCOLL_TIMEOUT"));
+  c.shm.read_wait = c.timeout;
   c.hang_report = get("IBCOLL_HANG_REPORT");
   c.wait = transport::parse_wait_policy(get("IBCOLL_WAIT"));
   c.node = get("IBCOLL_NODE");
@@ -290,6 +299,9 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
     c.policy.tuning.single_copy_allreduce_from =
         parse_size("IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", single_copy_from);
   }
+  c.pretend = parse_calibration_pretend(get("IBCOLL_CALIBRATION_PRETEND"));
+  c.largest_communicator_id = static_cast<uint32_t>(
+      parse_integer("IBCOLL_COMM_IDS", get("IBCOLL_COMM_IDS"), 3, CommunicatorIds::kLargest));
 #ifdef IBCOLL_HAVE_VERBS
   auto& v = c.verbs;
   v.device = get("IBCOLL_DEVICE");

@@ -10,6 +10,8 @@
 
 #include "base/log.h"
 #include "collectives/communicator.h"
+#include "runtime/calibration_pretend.h"
+#include "runtime/communicator_ids.h"
 #include "transport/progress.h"
 #include "transport/shm/options.h"
 #ifdef IBCOLL_HAVE_VERBS
@@ -50,6 +52,8 @@ struct Config {
   // policy.tuning's thresholds measured at start-up (runtime/node_calibration.h)
   bool calibrate_slots_allreduce = true;
   bool calibrate_single_copy_allreduce = true;
+  CalibrationPretend pretend;  // for tests: the outcomes the calibrations decide from
+  uint32_t largest_communicator_id = CommunicatorIds::kLargest;
 #ifdef IBCOLL_HAVE_VERBS
   transport::verbs::Options verbs;
   std::string xrc_dir;  // where the per-job XRC domain files go

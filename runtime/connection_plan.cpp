@@ -174,8 +174,8 @@ std::vector<std::set<int>> peers_in_calls(int rank, const topo::Hierarchy& hiera
     members[static_cast<size_t>(member)] = member;
   // One communicator for all the calls (building one is O(job size)).
   RecordingChannel channel(rank, hierarchy.size());
-  collectives::Communicator communicator(channel, std::move(members), rank, 1, policy, std::nullopt,
-                                         hierarchy, std::nullopt);
+  collectives::Communicator communicator(channel, std::move(members), rank, 1, 1, policy,
+                                         std::nullopt, hierarchy, std::nullopt);
   std::vector<std::set<int>> peers_of_call;
   for (CallPlan& call : calls) {
     std::set<int> peers;

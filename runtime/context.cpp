@@ -61,23 +61,35 @@ Request::~Request() {
   list.erase(std::find(list.begin(), list.end(), this));
 }
 
-Context::Context() {
+Context::Context() : ids_(job_.config().largest_communicator_id) {
   open_transports_and_world();
   install_hang_report_signal();
 }
 
-Context::Context(std::unique_ptr<Bootstrap> bootstrap) : job_(std::move(bootstrap)) {
+Context::Context(std::unique_ptr<Bootstrap> bootstrap)
+    : job_(std::move(bootstrap)), ids_(job_.config().largest_communicator_id) {
   open_transports_and_world();
   install_hang_report_signal();
 }
 
 void Context::open_transports_and_world() {
   open_transports();
-  tune_node();
+  // Calibration runs on each node after the last job-wide exchange: where it may run, every
+  // rank learns the others' verdict, so a node that failed it fails the start everywhere
+  // instead of leaving the job half started (under an MPI library, the half that started would
+  // wait on the other, which fell back to MPI's collectives).
+  const Config& config = job_.config();
+  if (config.calibrate_slots_allreduce || config.calibrate_single_copy_allreduce) {
+    exchange_set_up(job_.bootstrap(), "node-tuned", [&] {
+      tune_node();
+      return std::string();
+    });
+  } else {
+    tune_node();
+  }
   std::vector<int> everyone(static_cast<size_t>(job_.size()));
   std::iota(everyone.begin(), everyone.end(), 0);
-  world_ = make_communicator(std::move(everyone), job_.rank(), 1);
-  used_ids_[0] = used_ids_[1] = true;  // 0 is no communicator's
+  world_ = make_communicator(std::move(everyone), job_.rank(), 1, 1);
 #ifdef IBCOLL_HAVE_VERBS
   if (verbs_ && job_.config().connect_planned) connect_planned_peers();
 #endif
@@ -105,21 +117,22 @@ void Context::connect_planned_peers() {
 #endif
 
 std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> members, int rank,
-                                                         uint16_t id) {
-  auto slots = slot_group(members, id);
+                                                         uint16_t id, uint64_t stamp) {
+  auto slots = slot_group(members, id, stamp);
   const topo::Hierarchy hierarchy(placement_.places_of(members));
   std::optional<collectives::SlotGroup> node_slots;
   if (hierarchy.spans_nodes()) {  // this node's members share its slot region under the id
     std::vector<int> node_members;
     for (int m : hierarchy.nodes()[static_cast<size_t>(hierarchy.node_index(rank))])
       node_members.push_back(members[static_cast<size_t>(m)]);
-    node_slots = slot_group(node_members, id);
+    node_slots = slot_group(node_members, id, stamp);
   }
   collectives::Policy policy = job_.config().policy;
   if (shm_) policy.single_copy = shm_->single_copy();
   policy.tuning = tuning_;
-  return std::make_unique<Communicator>(*channel_, std::move(members), rank, id, std::move(policy),
-                                        std::move(slots), hierarchy, std::move(node_slots));
+  return std::make_unique<Communicator>(*channel_, std::move(members), rank, id, stamp,
+                                        std::move(policy), std::move(slots), hierarchy,
+                                        std::move(node_slots));
 }
 
 // The node's ranks measure the thresholds no variable sets on a communicator of their own. Its
@@ -129,8 +142,8 @@ void Context::tune_node() {
   tuning_ = config.policy.tuning;
   std::string slots_origin = "IBCOLL_ALLREDUCE_SLOTS_MAX";
   std::string single_copy_origin = "IBCOLL_ALLREDUCE_SINGLE_COPY_FROM";
-  const bool measure_slots = config.calibrate_slots_allreduce;
-  const bool measure_single_copy = config.calibrate_single_copy_allreduce;
+  bool measure_slots = config.calibrate_slots_allreduce;
+  bool measure_single_copy = config.calibrate_single_copy_allreduce;
   const std::string& forced = config.policy.allreduce_algorithm;
   std::string unmeasured;  // why nothing is
   if (!shm_ || !config.shm_slots) {
@@ -140,28 +153,37 @@ void Context::tune_node() {
   } else if (placement_.oversubscribed()) {
     // Timings there measure the scheduler (8 ranks on 2 cores: a 256 KiB staged call from 1 to
     // 12 ms, and 0.7 s to measure). Single copy lost 20-30% to staged at 4 ranks on 2 cores.
-    unmeasured = "unmeasured: " + std::to_string(placement_.node_ranks.size()) + " ranks on " +
-                 std::to_string(placement_.node_cpus()) + " cpus";
-    if (measure_single_copy) tuning_.single_copy_allreduce_from = 0;
+    // What a test pretends is decided as on a node with a cpu per rank.
+    const std::string why = "unmeasured: " + std::to_string(placement_.node_ranks.size()) +
+                            " ranks on " + std::to_string(placement_.node_cpus()) + " cpus";
+    if (measure_slots && config.pretend.slots == CalibrationPretend::Slots::measured) {
+      measure_slots = false;
+      slots_origin = why;
+    }
+    if (measure_single_copy &&
+        config.pretend.allreduce_single_copy == CalibrationPretend::AllreduceSingleCopy::measured) {
+      measure_single_copy = false;
+      single_copy_origin = why;
+      tuning_.single_copy_allreduce_from = 0;
+    }
   }
   if (!unmeasured.empty()) {
     if (measure_slots) slots_origin = unmeasured;
     if (measure_single_copy) single_copy_origin = unmeasured;
   } else if (measure_slots || measure_single_copy) {
     const std::vector<int>& node_ranks = placement_.node_ranks;
-    auto node = make_communicator(node_ranks, placement_.local_rank(job_.rank()), 0);
+    auto node = make_communicator(node_ranks, placement_.local_rank(job_.rank()), 0, 1);
     collectives::Policy policy = node->policy();
     policy.check_calls = false;  // every rank makes the same calls by construction
     policy.bcast_algorithm.clear();
     node->set_policy(std::move(policy));
     const NodeCalibration measured =
-        calibrate_node(*this, *node, tuning_, measure_slots, measure_single_copy);
+        calibrate_node(*this, *node, tuning_, measure_slots, measure_single_copy, config.pretend);
     tuning_ = measured.tuning;
     if (measure_slots) slots_origin = measured.slots_summary;
     if (measure_single_copy) {
-      single_copy_origin = measured.single_copy_summary.empty()
-                               ? "unused: the node's single copy does not work"
-                               : measured.single_copy_summary;
+      single_copy_origin = measured.single_copy_summary.empty() ? "unused: " + single_copy_off_
+                                                                : measured.single_copy_summary;
     }
   }
   const std::string lines =
@@ -220,7 +242,9 @@ void Context::open_transports() {
   const bool use_verbs = config.transport == TransportMode::verbs ||
                          (config.transport == TransportMode::automatic && !one_node);
   if (use_shm) {
-    shm_ = open_shm_channel(job_, node_ranks, node);
+    OpenedShm opened = open_shm_channel(job_, node_ranks, node);
+    shm_ = std::move(opened.channel);
+    single_copy_off_ = std::move(opened.single_copy_off);
     if (node_ranks.size() == 1) shm_.reset();  // nobody to share with
   }
   thresholds_ = "IBCOLL_SHM_SINGLE_COPY=" +
@@ -433,58 +457,77 @@ std::unique_ptr<Communicator> Context::create(Communicator& parent, std::span<co
                       member ? static_cast<int>(position - ranks.begin()) : 0, digest_of(ranks));
 }
 
-// Every parent rank contributes (color, key, its next free id) in its own slot of a table that
-// a sum-allreduce fills in everywhere. The new id is the largest next free id of any parent
-// rank, so it is new to every member, and no two communicators sharing a rank share an id.
+// Every parent rank contributes (color, key, its next free id, its stamp) in its own row of a
+// table that a sum-allreduce fills in everywhere. The new id is the largest next free id of any
+// parent rank, so it is free on every member; where that is past the largest id (a member
+// holds a high one), a second allreduce ORs the parent ranks' held ids and the lowest free on
+// all is taken. The stamp is the largest.
 std::unique_ptr<Communicator> Context::create_group(Communicator& parent, int color, int key,
                                                     uint64_t extra) {
+  constexpr size_t kColumns = 4;
   const auto n = static_cast<size_t>(parent.size());
   const auto me = static_cast<size_t>(parent.rank());
-  std::vector<int64_t> table(3 * n, 0), all(3 * n, 0);
-  table[3 * me] = color;
-  table[3 * me + 1] = key;
-  table[3 * me + 2] = next_communicator_id_;
-  collectives::PreparedCall call =
-      parent.prepare(Collective::allreduce,
-                     {table.data(), all.data(), table.size(), collectives::DataType::int64,
-                      collectives::ReduceOp::sum, 0},
-                     extra);
-  // Its outcome is the table's alone, so that every rank comes out with the same communicator:
-  // a failure of a call that returned early before it is left for the parent's next call.
-  call.follows_held = false;
-  Request request(*this, parent.start(call));
-  if (const Status& s = wait(request); !s.ok()) throw Error(s);
-  int64_t id = 0;
-  for (size_t r = 0; r < n; ++r)
-    id = std::max(id, all[3 * r + 2]);
-  if (id > UINT16_MAX) {
-    throw Error(Code::system_error, "communicator: all 65535 communicator ids are used");
+  std::vector<int64_t> table(kColumns * n, 0), all(kColumns * n, 0);
+  table[kColumns * me] = color;
+  table[kColumns * me + 1] = key;
+  table[kColumns * me + 2] = ids_.next();
+  table[kColumns * me + 3] = static_cast<int64_t>(ids_.stamp());
+  const auto run_on_parent = [&](const void* in, void* out, size_t count,
+                                 collectives::DataType type, collectives::ReduceOp op) {
+    collectives::PreparedCall call =
+        parent.prepare(Collective::allreduce, {in, out, count, type, op, 0}, extra);
+    // Its outcome is the table's alone, so that every rank comes out with the same
+    // communicator: a failure of a call that returned early before it is left for the parent's
+    // next call.
+    call.follows_held = false;
+    Request request(*this, parent.start(call));
+    if (const Status& s = wait(request); !s.ok()) throw Error(s);
+  };
+  run_on_parent(table.data(), all.data(), table.size(), collectives::DataType::int64,
+                collectives::ReduceOp::sum);
+  int64_t id = 0, stamp = 0;
+  for (size_t r = 0; r < n; ++r) {
+    id = std::max(id, all[kColumns * r + 2]);
+    stamp = std::max(stamp, all[kColumns * r + 3]);
   }
-  next_communicator_id_ = static_cast<uint32_t>(id + 1);
-  used_ids_[static_cast<size_t>(id)] = true;
+  if (id > static_cast<int64_t>(ids_.largest())) {
+    const std::vector<uint64_t> mine = ids_.held_bitmap();
+    std::vector<uint64_t> anywhere(mine.size());
+    run_on_parent(mine.data(), anywhere.data(), mine.size(), collectives::DataType::uint64,
+                  collectives::ReduceOp::bor);
+    id = ids_.lowest_clear(anywhere);
+    if (id == 0) {
+      throw Error(Code::system_error, "communicator: all " + std::to_string(ids_.largest() - 1) +
+                                          " communicator ids are held by live communicators");
+    }
+  }
+  ids_.see(static_cast<uint64_t>(stamp));
   if (color < 0) return nullptr;
   std::vector<size_t> chosen;
   for (size_t r = 0; r < n; ++r) {
-    if (all[3 * r] == color) chosen.push_back(r);
+    if (all[kColumns * r] == color) chosen.push_back(r);
   }
-  std::stable_sort(chosen.begin(), chosen.end(),
-                   [&](size_t a, size_t b) { return all[3 * a + 1] < all[3 * b + 1]; });
+  std::stable_sort(chosen.begin(), chosen.end(), [&](size_t a, size_t b) {
+    return all[kColumns * a + 1] < all[kColumns * b + 1];
+  });
   std::vector<int> members;
   int rank = 0;
   for (size_t r : chosen) {
     if (r == me) rank = static_cast<int>(members.size());
     members.push_back(parent.members()[r]);
   }
-  return make_communicator(std::move(members), rank, static_cast<uint16_t>(id));
+  ids_.hold(static_cast<uint32_t>(id), static_cast<uint64_t>(stamp));
+  try {
+    return make_communicator(std::move(members), rank, static_cast<uint16_t>(id),
+                             static_cast<uint64_t>(stamp));
+  } catch (...) {
+    ids_.release(static_cast<uint32_t>(id), 0);
+    throw;
+  }
 }
 
-std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, uint32_t id) {
-  if (!id_unused(id)) {
-    throw Error(Code::invalid_argument,
-                "id: " + std::to_string(id) +
-                    (id > UINT16_MAX ? " is past 65535" : " has been used here before") +
-                    " (pass one no member has used: the members' largest next free id is one)");
-  }
+std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, uint32_t id,
+                                                  uint64_t stamp) {
   check_rank_list(ranks, job_.size());
   const auto position = std::find(ranks.begin(), ranks.end(), job_.rank());
   const int rank = position == ranks.end() ? -1 : static_cast<int>(position - ranks.begin());
@@ -492,13 +535,24 @@ std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, ui
     throw Error(Code::invalid_argument,
                 "ranks: this process (rank " + std::to_string(job_.rank()) + ") is not listed");
   }
-  next_communicator_id_ = std::max(next_communicator_id_, id + 1);
-  used_ids_[id] = true;
-  return make_communicator({ranks.begin(), ranks.end()}, rank, static_cast<uint16_t>(id));
+  if (stamp == 0)
+    throw Error(Code::invalid_argument, "stamp: 0 is none (pass the members' largest)");
+  ids_.hold(id, stamp);
+  try {
+    return make_communicator({ranks.begin(), ranks.end()}, rank, static_cast<uint16_t>(id), stamp);
+  } catch (...) {
+    ids_.release(id, 0);
+    throw;
+  }
+}
+
+void Context::release(Communicator& communicator, bool abandoned) {
+  if (abandoned) communicator.abandon_slots();
+  ids_.release(communicator.id(), communicator.next_sequence());
 }
 
 std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>& members,
-                                                          uint16_t id) {
+                                                          uint16_t id, uint64_t stamp) {
   // A communicator of one (MPI_COMM_SELF) needs no set: its calls move nothing.
   if (!shm_ || !job_.config().shm_slots || members.size() < 2) return std::nullopt;
   collectives::SlotGroup group;
@@ -508,7 +562,7 @@ std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>
     if (member != job_.rank() && channel_->channel_of(member) != shm_.get()) return std::nullopt;
     group.local_ranks.push_back(placement_.local_rank(member));
   }
-  group.binding = transport::shm::SlotBinding(shm_->slots(), id, group.local_ranks,
+  group.binding = transport::shm::SlotBinding(shm_->slots(), id, stamp, group.local_ranks,
                                               placement_.local_rank(job_.rank()));
   if (group.binding.set() == transport::shm::SlotRegion::kNoSet) {
     if (!said_no_slot_set_) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "runtime/communicator_ids.h"
 #include "runtime/job.h"
 #include "runtime/placement.h"
 #include "transport/routed_channel.h"
@@ -77,14 +78,17 @@ class Context {
   // ranks form a communicator in list order; null elsewhere.
   std::unique_ptr<collectives::Communicator> create(collectives::Communicator& parent,
                                                     std::span<const int> ranks);
-  // For a caller that agrees on communicators by its own means (an MPI library). An id names
-  // one communicator for good (a late message or a slot region of a freed one must never meet
-  // a new one): next_free_id is above every id this process has used, id_unused says whether
-  // it has used `id`, and from_ranks (not collective) makes a communicator of `ranks` (job
-  // ranks, this one among them) with `id`, which every member passes alike and none has used.
-  uint32_t next_free_id() const { return next_communicator_id_; }
-  bool id_unused(uint32_t id) const { return id <= UINT16_MAX && !used_ids_[id]; }
-  std::unique_ptr<collectives::Communicator> from_ranks(std::span<const int> ranks, uint32_t id);
+  // For a caller that agrees on communicators by its own means (an MPI library): the ids and
+  // stamps (runtime/communicator_ids.h), and from_ranks (not collective), the communicator of
+  // `ranks` (job ranks, this one among them) with `id` and `stamp`, which every member passes
+  // alike: an id free on every member, and the members' largest stamp.
+  CommunicatorIds& ids() { return ids_; }
+  std::unique_ptr<collectives::Communicator> from_ranks(std::span<const int> ranks, uint32_t id,
+                                                        uint64_t stamp);
+  // Before a communicator of split, create or from_ranks goes (after settle): its id is free
+  // again. `abandoned`: it was given up before every member made it (an agreement that failed),
+  // so the members of this node that did not make it never will.
+  void release(collectives::Communicator& communicator, bool abandoned = false);
 
   // Starts a collective call (arguments checked first: Error(invalid_argument)).
   std::unique_ptr<Request> start(collectives::Communicator& communicator,
@@ -126,18 +130,20 @@ class Context {
   void connect_planned_peers();
   bool a_node_rank_exited() const;
   std::unique_ptr<collectives::Communicator> make_communicator(std::vector<int> members, int rank,
-                                                               uint16_t id);
+                                                               uint16_t id, uint64_t stamp);
   std::unique_ptr<collectives::Communicator> create_group(collectives::Communicator& parent,
                                                           int color, int key, uint64_t extra);
   // The slot set of a communicator of these job ranks with this id, when it can have one (all
   // of them reached through this node's shared memory, a set free when its first member on the
   // node bound it).
-  std::optional<collectives::SlotGroup> slot_group(const std::vector<int>& members, uint16_t id);
+  std::optional<collectives::SlotGroup> slot_group(const std::vector<int>& members, uint16_t id,
+                                                   uint64_t stamp);
 
   Job job_;
   Placement placement_;  // this node's ranks, their cpus, its topology
   std::unique_ptr<transport::shm::ShmChannel> shm_;
   std::string thresholds_;
+  std::string single_copy_off_;     // why the node's single copy is off, in words (OpenedShm)
   bool said_no_slot_set_ = false;   // the warning that the node's slot sets are all held
   collectives::NodeTuning tuning_;  // this node's, for communicators inside it
 #ifdef IBCOLL_HAVE_VERBS
@@ -145,8 +151,7 @@ class Context {
 #endif
   std::unique_ptr<transport::RoutedChannel> channel_;
   std::unique_ptr<collectives::Communicator> world_;
-  uint32_t next_communicator_id_ = 2;  // 1 is the world's; ids end at 65535
-  std::vector<bool> used_ids_ = std::vector<bool>(UINT16_MAX + 1);  // by id
+  CommunicatorIds ids_;
   std::vector<Request*> in_flight_;
   // The blocking calls run on their callers' stacks (not Requests), while they run: their
   // descriptions.

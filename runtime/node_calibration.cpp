@@ -113,21 +113,43 @@ std::string summary_of(const std::vector<PairTimes>& times, const char* below, c
 
 }  // namespace
 
+std::span<const size_t> slots_calibration_sizes() {
+  return kSmallSizes;
+}
+
+std::span<const size_t> single_copy_allreduce_calibration_sizes() {
+  return kLargeSizes;
+}
+
 NodeCalibration calibrate_node(Context& context, Communicator& node, collectives::NodeTuning tuning,
-                               bool measure_slots, bool measure_single_copy) {
+                               bool measure_slots, bool measure_single_copy,
+                               const CalibrationPretend& pretend) {
+  const std::string pretended = "; pretended by IBCOLL_CALIBRATION_PRETEND=" + pretend.text;
   NodeCalibration result{tuning, {}, {}};
   const bool single_copy = measure_single_copy && node.policy().single_copy.from != 0;
   Timer timer(context, node, single_copy ? kLargeSizes.back() : kSmallSizes.back());
   if (measure_slots) {
-    const auto times = measure(timer, kSmallSizes, "slots", "staged", kSmallCalls);
+    const bool pretend_slots = pretend.slots != CalibrationPretend::Slots::measured;
+    const auto times = pretend_slots ? pretended_slots_times(pretend.slots, kSmallSizes)
+                                     : measure(timer, kSmallSizes, "slots", "staged", kSmallCalls);
     result.tuning.slots_allreduce_max = collectives::slots_allreduce_max(times);
     result.slots_summary = summary_of(times, "slots", "staged", node.size());
+    if (pretend_slots) result.slots_summary += pretended;
   }
   if (measure_single_copy && !single_copy) result.tuning.single_copy_allreduce_from = 0;
   if (single_copy) {
-    const auto times = measure(timer, kLargeSizes, "staged", "single_copy", 1, kLargeBudgetMs);
+    const auto outcome = pretend.allreduce_single_copy;
+    const bool pretend_single_copy = outcome != CalibrationPretend::AllreduceSingleCopy::measured;
+    const auto times =
+        pretend_single_copy
+            ? pretended_single_copy_allreduce_times(outcome, kLargeSizes)
+            : measure(timer, kLargeSizes, "staged", "single_copy", 1, kLargeBudgetMs);
     result.tuning.single_copy_allreduce_from = collectives::single_copy_allreduce_from(times);
     result.single_copy_summary = summary_of(times, "staged", "single_copy", node.size());
+    if (result.tuning.single_copy_allreduce_from == 0) {
+      result.single_copy_summary += "; single copy loses to staged here";
+    }
+    if (pretend_single_copy) result.single_copy_summary += pretended;
   }
   return result;
 }

@@ -5,9 +5,11 @@
 // all decide alike. A few ms of calls on 2 ranks.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "collectives/tuning.h"
+#include "runtime/calibration_pretend.h"
 #include "runtime/context.h"
 
 namespace ibcoll::runtime {
@@ -21,9 +23,15 @@ struct NodeCalibration {
 // Collective over `node` (the node's ranks, slots and no call check; the calibration's own,
 // left with whatever it forced last): measures what `measure_slots` / `measure_single_copy`
 // ask for and keeps `tuning`'s other thresholds. Where the node's single copy does not work,
-// single copy is off (0) and not measured.
+// single copy is off (0) and not measured. What `pretend` sets is decided from its times
+// instead of measured.
+// The sizes measured, ascending: slots against staged; staged against single copy (the larger
+// ones only while the time spent stays under the bound).
+std::span<const size_t> slots_calibration_sizes();
+std::span<const size_t> single_copy_allreduce_calibration_sizes();
+
 NodeCalibration calibrate_node(Context& context, collectives::Communicator& node,
                                collectives::NodeTuning tuning, bool measure_slots,
-                               bool measure_single_copy);
+                               bool measure_single_copy, const CalibrationPretend& pretend);
 
 }  // namespace ibcoll::runtime

@@ -18,9 +18,35 @@ std::string segment_name_for(const std::string& secret, const std::string& node)
   return name;
 }
 
-std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
-                                                             const std::vector<int>& node_ranks,
-                                                             const std::string& node) {
+namespace {
+
+// The node's first two ranks' verdict on single copy, as the first one tells the others:
+// "FROM BELOW DOES_NOT_WORK\nSUMMARY".
+std::string single_copy_verdict_text(transport::shm::ShmChannel& channel, int local_rank,
+                                     const Config& config) {
+  using transport::shm::SingleCopyCalibration;
+  SingleCopyCalibration measured = transport::shm::calibrate_single_copy(
+      channel, 1 - local_rank, local_rank == 0, Deadline(config.timeout));
+  if (local_rank != 0) return std::string();
+  const auto outcome = config.pretend.single_copy;
+  std::string pretended;
+  if (outcome != CalibrationPretend::SingleCopy::measured && !measured.refused) {
+    if (outcome == CalibrationPretend::SingleCopy::refused) {
+      measured.refused = true;
+    } else {
+      measured.times =
+          pretended_copy_times(outcome, transport::shm::single_copy_calibration_sizes());
+    }
+    pretended = "; pretended by IBCOLL_CALIBRATION_PRETEND=" + config.pretend.text;
+  }
+  const transport::shm::SingleCopyVerdict verdict = transport::shm::single_copy_verdict(measured);
+  return std::to_string(verdict.sizes.from) + " " + std::to_string(verdict.sizes.below) + " " +
+         (measured.refused ? "1" : "0") + "\n" + verdict.summary + pretended;
+}
+
+}  // namespace
+
+OpenedShm open_shm_channel(Job& job, const std::vector<int>& node_ranks, const std::string& node) {
   using transport::shm::SharedSegment;
   using transport::shm::ShmChannel;
   const int local_size = static_cast<int>(node_ranks.size());
@@ -48,37 +74,43 @@ std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
     throw;
   }
   if (creator) segment->unlink();
-  auto channel =
-      std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment), job.config().shm);
-  channel->name_peers(node_ranks);
+  OpenedShm opened{
+      std::make_unique<ShmChannel>(local_rank, local_size, std::move(*segment), job.config().shm),
+      {}};
+  ShmChannel& channel = *opened.channel;
+  channel.name_peers(node_ranks);
   // Once every rank has passed this exchange no name is left behind. The node's first two ranks
   // measure single copy against the rings on the way, and the exchange carries the verdict (the
   // first one's part) to the node's other ranks, so they all take the same path.
   const bool calibrate = job.config().calibrate_single_copy && local_size >= 2;
   const std::vector<std::string> parts = exchange_set_up(bootstrap, "shm-unlinked", [&] {
     if (!calibrate || local_rank > 1) return std::string();
-    const auto measured = transport::shm::calibrate_single_copy(
-        *channel, 1 - local_rank, local_rank == 0, Deadline(job.config().timeout));
-    return std::to_string(measured.sizes.from) + " " + std::to_string(measured.sizes.below) + "\n" +
-           measured.summary;
+    return single_copy_verdict_text(channel, local_rank, job.config());
   });
   if (calibrate) {
     const std::string& verdict = parts[static_cast<size_t>(node_ranks[0])];
-    size_t below_at = 0;
-    const size_t from = std::stoul(verdict, &below_at);
-    const size_t below = std::stoul(verdict.substr(below_at));
-    channel->set_single_copy({from, below},
-                             "measured at start-up: " + verdict.substr(verdict.find('\n') + 1));
+    size_t at = 0;
+    const size_t from = std::stoul(verdict, &at);
+    size_t more = 0;
+    const size_t below = std::stoul(verdict.substr(at), &more);
+    const bool does_not_work = verdict.at(at + more + 1) == '1';
+    const std::string summary = verdict.substr(verdict.find('\n') + 1);
+    channel.set_single_copy({from, below}, "measured at start-up: " + summary);
+    if (from == 0) {
+      opened.single_copy_off =
+          does_not_work ? "single copy does not work here" : "single copy loses to the rings here";
+    }
   } else {
-    channel->set_single_copy(channel->single_copy(), "IBCOLL_SHM_SINGLE_COPY");
+    channel.set_single_copy(channel.single_copy(), "IBCOLL_SHM_SINGLE_COPY");
+    if (channel.single_copy().from == 0) opened.single_copy_off = "IBCOLL_SHM_SINGLE_COPY=0";
   }
-  return channel;
+  return opened;
 }
 
 ShmEndpoint::ShmEndpoint() {
   std::vector<int> everyone(static_cast<size_t>(size()));
   std::iota(everyone.begin(), everyone.end(), 0);
-  channel_ = open_shm_channel(*this, everyone, segment_node_);
+  channel_ = open_shm_channel(*this, everyone, segment_node_).channel;
   engine().add(channel_.get());
 }
 

@@ -12,11 +12,16 @@
 
 namespace ibcoll::runtime {
 
+struct OpenedShm {
+  std::unique_ptr<transport::shm::ShmChannel> channel;
+  // Why the channel reads no message from its sender, in words ("single copy loses to the rings
+  // here", "... does not work here", "IBCOLL_SHM_SINGLE_COPY=0"); empty where it reads some.
+  std::string single_copy_off;
+};
+
 // `node_ranks`: the job ranks on this node, ascending, this one among them. Every rank of the
 // job calls it (its barriers span the job).
-std::unique_ptr<transport::shm::ShmChannel> open_shm_channel(Job& job,
-                                                             const std::vector<int>& node_ranks,
-                                                             const std::string& node);
+OpenedShm open_shm_channel(Job& job, const std::vector<int>& node_ranks, const std::string& node);
 
 // The segment's name for a job (by its secret) and node.
 std::string segment_name_for(const std::string& secret, const std::string& node);

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "runtime/job.h"
 #include "runtime/placement.h"
@@ -15,6 +18,11 @@ namespace ibcoll::runtime {
 // unset, the device is the active one nearest the rank's cpus (topo::choose_device).
 std::unique_ptr<transport::verbs::VerbsChannel> open_verbs_channel(Job& job,
                                                                    const Placement& placement);
+
+// Under IBCOLL_XRC=auto, the ranks whose XRC set-up failed where others' worked (a node without
+// it, a file that would not open), for which the whole job falls back to RC: RC QPs and XRC
+// INIs cannot be connected to each other. Empty where all agree.
+std::vector<int> ranks_to_fall_back_for(std::span<const transport::verbs::EndpointAddress> all);
 
 // The XRC domain file of the job `job` (any string that names it alike on every rank, such as
 // its secret: only a digest of it appears) in IBCOLL_XRC_DIR.

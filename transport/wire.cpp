@@ -30,7 +30,6 @@ std::optional<MessageHeader> parse_message(const void* bytes, size_t size) {
     case Type::cts:
     case Type::credit:
     case Type::ready:
-    case Type::keepalive:
     case Type::send_withdrawn:
     case Type::receive_withdrawn:
     case Type::rank_gone:

@@ -11,7 +11,7 @@
 namespace ibcoll::transport::wire {
 
 constexpr uint16_t kMagic = 0x1BC0;
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;  // 3: keepalives are RDMA writes, no message
 // The longest eager message (IBCOLL_EAGER_LIMIT's cap): a part announcing more is malformed, so
 // a stray header cannot make a receiver set aside gigabytes for it.
 constexpr uint64_t kMaxEagerBytes = uint64_t{1} << 20;
@@ -22,7 +22,6 @@ enum class Type : uint8_t {
   cts,                // rendezvous reply: ReadyToReceive follows; the data comes by RDMA write
   credit,             // returns receive credits only
   ready,              // first message on a new connection: the sender is ready to receive
-  keepalive,          // probes a quiet peer so a dead one is noticed
   handshake_request,  // over UD: please connect to my endpoint
   handshake_reply,    // over UD: connected to yours
   eager_more,         // the next part of the eager message this sender started last

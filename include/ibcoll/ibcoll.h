@@ -125,20 +125,29 @@ ibcoll_status_t ibcoll_comm_split(ibcoll_comm_t parent, int color, int key, ibco
 ibcoll_status_t ibcoll_comm_create(ibcoll_comm_t parent, const int* ranks, int count,
                                    ibcoll_comm_t* comm);
 /* For a caller that agrees on its communicators by its own means (an MPI library). An id
- * (2..65535) names one communicator for good: one a process has used, even freed, it never
- * takes again. ibcoll_comm_next_id: this process's next free id, above every id it has used
- * (so the members' maximum is unused on every member). ibcoll_comm_id_unused: whether this
- * process has never used `id`. ibcoll_comm_from_ranks, not collective: the communicator of the
- * listed job ranks (this one among them, in communicator order) with `id`, which every member
- * passes alike and none has used. */
+ * (2..65535) names one live communicator of a process, and is free again once that is freed;
+ * a stamp keeps a communicator apart from earlier ones with its id (their late messages, what
+ * they still hold on a node). ibcoll_comm_next_id: above every id this process holds (so the
+ * members' maximum is free on every member, unless past 65535). ibcoll_comm_id_free: whether
+ * no communicator of this process holds `id`. ibcoll_comm_stamp: this process's stamp, once
+ * it has seen `seen` (the stamp of an agreement that ended, taken or not; 0: none); the
+ * members' maximum is the new communicator's. ibcoll_comm_from_ranks, not collective: the
+ * communicator of the listed job ranks (this one among them, in communicator order) with `id`
+ * and `stamp`, which every member passes alike: an id free on every member, and the members'
+ * largest stamp. */
 ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id);
-ibcoll_status_t ibcoll_comm_id_unused(ibcoll_context_t context, unsigned id, int* unused);
+ibcoll_status_t ibcoll_comm_id_free(ibcoll_context_t context, unsigned id, int* free);
+ibcoll_status_t ibcoll_comm_stamp(ibcoll_context_t context, uint64_t seen, uint64_t* stamp);
 ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* ranks, int count,
-                                       unsigned id, ibcoll_comm_t* comm);
+                                       unsigned id, uint64_t stamp, ibcoll_comm_t* comm);
 /* Frees a communicator from split/create/from_ranks (not the world) and sets *comm to NULL.
  * It first lets this rank's last bcast on it end, if that returned early (see ibcoll_bcast):
  * that call's failure, if any, is what this returns (the communicator is freed either way). */
 ibcoll_status_t ibcoll_comm_free(ibcoll_comm_t* comm);
+/* ibcoll_comm_free for a communicator from ibcoll_comm_from_ranks that not every member made
+ * (their agreement gave it up): the members of this node that did not make it never will, so
+ * what those that did share on the node is let go once they have. */
+ibcoll_status_t ibcoll_comm_abandon(ibcoll_comm_t* comm);
 
 /* recv = send[rank 0] op send[rank 1] op ...: the same bits on every rank. `send` may equal
  * `recv` or be IBCOLL_IN_PLACE. count 0 is a no-op (still a collective call). */

@@ -307,45 +307,68 @@ ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id) {
   return guarded([&] {
     require(context, "context");
     require(id, "id");
-    *id = context->context->next_free_id();
+    *id = context->context->ids().next();
     return Status();
   });
 }
 
-ibcoll_status_t ibcoll_comm_id_unused(ibcoll_context_t context, unsigned id, int* unused) {
+ibcoll_status_t ibcoll_comm_id_free(ibcoll_context_t context, unsigned id, int* free) {
   return guarded([&] {
     require(context, "context");
-    require(unused, "unused");
-    *unused = context->context->id_unused(id);
+    require(free, "free");
+    *free = context->context->ids().free(id);
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_stamp(ibcoll_context_t context, uint64_t seen, uint64_t* stamp) {
+  return guarded([&] {
+    require(context, "context");
+    require(stamp, "stamp");
+    if (seen > 0) context->context->ids().see(seen);
+    *stamp = context->context->ids().stamp();
     return Status();
   });
 }
 
 ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* ranks, int count,
-                                       unsigned id, ibcoll_comm_t* comm) {
+                                       unsigned id, uint64_t stamp, ibcoll_comm_t* comm) {
   return guarded([&] {
     require(context, "context");
     require(comm, "comm");
     if (count <= 0) invalid("count: " + std::to_string(count) + " is not positive");
     require(ranks, "ranks");
-    auto created =
-        context->context->from_ranks(std::span<const int>(ranks, static_cast<size_t>(count)), id);
+    auto created = context->context->from_ranks(
+        std::span<const int>(ranks, static_cast<size_t>(count)), id, stamp);
     *comm = adopt(context, std::move(created));
     return Status();
   });
 }
 
+namespace {
+
+// ibcoll_comm_free and ibcoll_comm_abandon: the call it holds settled, its id free again.
+Status free_communicator(ibcoll_comm_t* comm, bool abandoned) {
+  require(comm, "comm");
+  require(*comm, "*comm");
+  if (!(*comm)->owned) invalid("comm: the world communicator belongs to its context");
+  ibcoll::runtime::Context& context = *(*comm)->owner->context;
+  Status last_call = context.settle(*(*comm)->communicator);
+  context.release(*(*comm)->communicator, abandoned);
+  --(*comm)->owner->open_comms;
+  delete *comm;
+  *comm = nullptr;
+  return last_call;
+}
+
+}  // namespace
+
 ibcoll_status_t ibcoll_comm_free(ibcoll_comm_t* comm) {
-  return guarded([&] {
-    require(comm, "comm");
-    require(*comm, "*comm");
-    if (!(*comm)->owned) invalid("comm: the world communicator belongs to its context");
-    Status last_call = (*comm)->owner->context->settle(*(*comm)->communicator);
-    --(*comm)->owner->open_comms;
-    delete *comm;
-    *comm = nullptr;
-    return last_call;
-  });
+  return guarded([&] { return free_communicator(comm, false); });
+}
+
+ibcoll_status_t ibcoll_comm_abandon(ibcoll_comm_t* comm) {
+  return guarded([&] { return free_communicator(comm, true); });
 }
 
 ibcoll_status_t ibcoll_allreduce(const void* send, void* recv, size_t count, ibcoll_datatype_t type,

@@ -85,6 +85,7 @@ enum {
   IBCOLL_ROUND_REJECTED, /* this rank could not take the id the last round chose */
   IBCOLL_ROUND_OFFER,    /* the lowest id this rank offers */
   IBCOLL_ROUND_BROKEN,   /* a message of the round failed */
+  IBCOLL_ROUND_STAMP,    /* this rank's stamp (ibcoll_comm_stamp) */
   IBCOLL_ROUND_VALUES,
   IBCOLL_ROUND_MAX_CHILDREN = 31 /* in the binomial tree, for any int communicator size */
 };

@@ -249,11 +249,15 @@ int mca_coll_ibcoll_bcast(void* buf, int count, struct ompi_datatype_t* dtype, i
                           struct ompi_communicator_t* comm, mca_coll_base_module_t* module) {
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
   mca_coll_ibcoll_call_t c;
-  ibcoll_comm_t ic = take_bcast(buf, count, dtype, root, &c) ? comm_for_blocking_call(m) : NULL;
-  note("MPI_Bcast", ic != NULL, &mca_coll_ibcoll_component.counters.bcast, comm, count, ic, &c);
-  if (!ic) return m->previous_bcast(buf, count, dtype, root, comm, m->previous_bcast_module);
   const int rank = ompi_comm_rank(comm);
-  lay_out_bcast(&c, rank);
+  const bool taken = take_bcast(buf, count, dtype, root, &c);
+  if (taken) lay_out_bcast(&c, rank); /* a root's packing takes long: not under the lock */
+  ibcoll_comm_t ic = taken ? comm_for_blocking_call(m) : NULL;
+  note("MPI_Bcast", ic != NULL, &mca_coll_ibcoll_component.counters.bcast, comm, count, ic, &c);
+  if (!ic) {
+    free(c.packed);
+    return m->previous_bcast(buf, count, dtype, root, comm, m->previous_bcast_module);
+  }
   const ibcoll_status_t s = ibcoll_bcast(c.recv, c.count, IBCOLL_UINT8, root, ic);
   mca_coll_ibcoll_unlock();
   int rc = mca_coll_ibcoll_bcast_outcome(&c, s, "MPI_Bcast", comm);
@@ -274,7 +278,6 @@ static bool start_taken(mca_coll_ibcoll_module_t* m, mca_coll_ibcoll_call_t* c, 
   if (taken) {
     note(name, true, counter, m->comm, c->mpi_count,
          m->mapping == IBCOLL_MAPPED ? m->ibcoll_comm : NULL, c);
-    if (c->bcast) lay_out_bcast(c, ompi_comm_rank(m->comm));
     *rc = mca_coll_ibcoll_request_start(m, c, request);
   }
   mca_coll_ibcoll_unlock();
@@ -304,9 +307,13 @@ int mca_coll_ibcoll_ibcast(void* buf, int count, struct ompi_datatype_t* dtype, 
   mca_coll_ibcoll_module_t* m = (mca_coll_ibcoll_module_t*)module;
   mca_coll_ibcoll_call_t c;
   int rc = MPI_SUCCESS;
-  if (take_bcast(buf, count, dtype, root, &c) &&
-      start_taken(m, &c, "MPI_Ibcast", &mca_coll_ibcoll_component.counters.ibcast, request, &rc)) {
-    return rc;
+  if (take_bcast(buf, count, dtype, root, &c)) {
+    lay_out_bcast(&c, ompi_comm_rank(comm)); /* a root's packing takes long: not under the lock */
+    if (start_taken(m, &c, "MPI_Ibcast", &mca_coll_ibcoll_component.counters.ibcast, request,
+                    &rc)) {
+      return rc;
+    }
+    free(c.packed);
   }
   note("MPI_Ibcast", false, NULL, comm, count, NULL, NULL);
   return m->previous_ibcast(buf, count, dtype, root, comm, request, m->previous_ibcast_module);

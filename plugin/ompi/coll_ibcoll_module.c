@@ -111,20 +111,30 @@ static void unusable(mca_coll_ibcoll_module_t* m, const char* why) {
 
 /* The id agreement goes in rounds (coll_ibcoll_round.c), each the members' maximum of what
  * they put in. In each round a member offers the lowest id of its communicator's parity that is
- * unused here and not offered by another agreement running here; the round chooses the largest
- * offer. A member takes the chosen id by making the ibcoll communicator with it at once, unless
- * another agreement here has taken it or offers it with a lower MPI context id (the same on
- * every member: contests between two agreements go the same way everywhere). The next round says
- * whether every member took it: then it is the id; else those that took it free theirs (the id is
- * never used again) and all go on with the id that round chose. Every member sees the same rounds,
- * so all reach the same outcome, and none waits for another agreement: the one running here
- * can go on while another waits for a member that is still inside some other call. */
+ * free here and not offered by another agreement running here, and its stamp; the round chooses
+ * the largest offer and stamp. A member takes the chosen id by making the ibcoll communicator
+ * with it and the stamp at once, unless another agreement here has taken it or offers it with a
+ * lower MPI context id (the same on every member: contests between two agreements go the same
+ * way everywhere). The next round says whether every member took it: then it is the id; else
+ * those that took it abandon theirs (ibcoll_comm_abandon: the members that did not take it never
+ * will, so what the takers hold on their node is let go) and all go on with the id that round
+ * chose. Every member sees each round's stamp, taker or not, so no later agreement of theirs
+ * chooses it again. Every member sees the same rounds, so all reach the same outcome, and none
+ * waits for another agreement: the one running here can go on while another waits for a member
+ * that is still inside some other call. Freed communicators' ids are free again. */
 enum { kMaxRounds = 64 }; /* then the members give up together: the communicator falls back */
 
-static bool unused_here(unsigned id) {
-  int unused = 0;
-  ibcoll_comm_id_unused(mca_coll_ibcoll_component.context, id, &unused);
-  return unused;
+static bool free_here(unsigned id) {
+  int free = 0;
+  ibcoll_comm_id_free(mca_coll_ibcoll_component.context, id, &free);
+  return free;
+}
+
+/* This rank's stamp, once it has seen `seen` (0: none). */
+static uint64_t stamp_after(uint64_t seen) {
+  uint64_t stamp = 0;
+  ibcoll_comm_stamp(mca_coll_ibcoll_component.context, seen, &stamp);
+  return stamp;
 }
 
 /* Whether another agreement here offers `id` (with a lower context id when `lower` is set). */
@@ -137,7 +147,7 @@ static bool offered_by_another(const mca_coll_ibcoll_module_t* m, unsigned id, b
 }
 
 /* Starts the next round: `rejected` says whether this rank could not take the id the last
- * round chose; the offer is the lowest id of the parity from `floor` that is unused and offered
+ * round chose; the offer is the lowest id of the parity from `floor` that is free and offered
  * by no one else here (past UINT16_MAX when none is left). */
 static void vote(mca_coll_ibcoll_module_t* m, bool rejected, unsigned floor) {
   /* Offers keep to the parity of the context id (the same on every member): two agreements that
@@ -146,11 +156,13 @@ static void vote(mca_coll_ibcoll_module_t* m, bool rejected, unsigned floor) {
    * agreements were at different rounds, until all gave up at kMaxRounds. */
   const unsigned parity = m->comm->c_contextid % 2;
   unsigned id = floor + (floor % 2 != parity);
-  while (id <= UINT16_MAX && (!unused_here(id) || offered_by_another(m, id, false)))
+  while (id <= UINT16_MAX && (!free_here(id) || offered_by_another(m, id, false)))
     id += 2;
   m->offer = id;
-  const int64_t values[IBCOLL_ROUND_VALUES] = {
-      [IBCOLL_ROUND_REJECTED] = rejected, [IBCOLL_ROUND_OFFER] = id, [IBCOLL_ROUND_BROKEN] = 0};
+  const int64_t values[IBCOLL_ROUND_VALUES] = {[IBCOLL_ROUND_REJECTED] = rejected,
+                                               [IBCOLL_ROUND_OFFER] = id,
+                                               [IBCOLL_ROUND_BROKEN] = 0,
+                                               [IBCOLL_ROUND_STAMP] = (int64_t)stamp_after(0)};
   mca_coll_ibcoll_round_start(m->round, m->comm, values);
   ++m->rounds;
 }
@@ -200,6 +212,8 @@ static void round_ended(mca_coll_ibcoll_module_t* m) {
   const int64_t* total = m->round->total;
   const bool broken = total[IBCOLL_ROUND_BROKEN] != 0;
   const bool everyone_took = m->rounds > 1 && total[IBCOLL_ROUND_REJECTED] == 0;
+  const uint64_t stamp = (uint64_t)total[IBCOLL_ROUND_STAMP];
+  stamp_after(stamp);
   if (broken || everyone_took || m->rounds == kMaxRounds ||
       total[IBCOLL_ROUND_OFFER] > UINT16_MAX) {
     free(m->round);
@@ -211,19 +225,19 @@ static void round_ended(mca_coll_ibcoll_module_t* m) {
                           "coll:ibcoll: %s: mapped after %u rounds", m->comm->c_name, m->rounds);
       return;
     }
-    if (m->ibcoll_comm) ibcoll_comm_free(&m->ibcoll_comm);
+    if (m->ibcoll_comm) ibcoll_comm_abandon(&m->ibcoll_comm);
     unusable(m, broken                    ? "a message of the id agreement failed"
                 : m->rounds == kMaxRounds ? "the id agreement went on too long"
                                           : "no ibcoll id is left");
     return;
   }
-  if (m->ibcoll_comm) ibcoll_comm_free(&m->ibcoll_comm); /* another member could not take it */
+  if (m->ibcoll_comm) ibcoll_comm_abandon(&m->ibcoll_comm); /* another member did not take it */
   const unsigned id = (unsigned)total[IBCOLL_ROUND_OFFER];
   m->offer = 0;
   const bool take =
-      unused_here(id) && !offered_by_another(m, id, true) &&
+      free_here(id) && !offered_by_another(m, id, true) &&
       ibcoll_comm_from_ranks(mca_coll_ibcoll_component.context, m->world_ranks,
-                             ompi_comm_size(m->comm), id, &m->ibcoll_comm) == IBCOLL_SUCCESS;
+                             ompi_comm_size(m->comm), id, stamp, &m->ibcoll_comm) == IBCOLL_SUCCESS;
   vote(m, !take, id + 1);
 }
 

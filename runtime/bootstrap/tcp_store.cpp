@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "base/deadline.h"
 #include "base/log.h"
@@ -25,14 +26,17 @@ namespace ibcoll::runtime {
 namespace {
 
 // Frames: u32 length of what follows, then a one-byte op and its body. After the hello, a rank
-// says which it is (kIdentify, u32 rank) and, leaving in order, says goodbye (kBye); a rank
+// says which it is (kIdentify, u32 rank; answered kAccepted, or kComeBack where that rank has
+// been served already: it opens the job's next store, and this one is on its way out) and,
+// leaving in order, says goodbye (kBye); a rank
 // whose connection ends without one is lost, and a get that can no longer be answered then
 // gets kLost (why) instead of a value. kAskGone (u32 rank) gets a value: why that rank is lost,
 // or empty. kGather (u32 name length, name, this rank's part) is an allgather the server
 // completes: once every rank's part is in, each gets one kValue of every part in rank order
 // (u32 length, part), so an allgather is P requests and P replies, not P gets per rank.
 constexpr char kHello = 'H', kAccepted = 'A', kRejected = 'R', kSet = 'S', kGet = 'G', kValue = 'V',
-               kIdentify = 'I', kBye = 'B', kLost = 'L', kAskGone = 'Q', kGather = 'C';
+               kIdentify = 'I', kBye = 'B', kLost = 'L', kAskGone = 'Q', kGather = 'C',
+               kComeBack = 'K';
 constexpr uint32_t kMaxFrame = 64u << 20;
 // Shorter secrets are refused unless the store is on loopback (32 random bytes in hex: 64).
 constexpr size_t kMinSecret = 16;
@@ -89,6 +93,14 @@ void probe_when_idle(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
 }
 
+bool connected_to_itself(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_size = sizeof(local), peer_size = sizeof(peer);
+  return ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) == 0 &&
+         ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) == 0 &&
+         local_size == peer_size && std::memcmp(&local, &peer, local_size) == 0;
+}
+
 // A non-blocking socket connected to `a` within a few seconds and by the deadline, or -1 (errno
 // in `last_errno`): a blocking connect to a host that never answers waits out the kernel's SYN
 // retries (minutes), whatever IBCOLL_TIMEOUT says, and never gets to the next address.
@@ -106,6 +118,11 @@ int connect_within(const addrinfo& a, const Deadline& overall, int& last_errno) 
     error = wait_for(fd, POLLOUT, deadline) ? 0 : ETIMEDOUT;
     if (!error && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) < 0) error = errno;
   }
+  // A connection to a port of this host on which nothing listens yet (rank 0 has not made the
+  // store) may be given that same port as its own, if it lies in the ephemeral range, and then
+  // connects to itself (TCP's simultaneous open): it would hold the store's port and answer
+  // its own hello. Seen as rank 0's "Address already in use" and every other rank's timeout.
+  if (!error && connected_to_itself(fd)) error = ECONNREFUSED;
   if (error) {
     last_errno = error;
     ::close(fd);
@@ -194,7 +211,10 @@ class TcpStore::Server {
  public:
   Server(const std::string& host, int port, int size, std::string secret,
          std::chrono::milliseconds timeout)
-      : size_(size), secret_(std::move(secret)), timeout_(timeout) {
+      : size_(size),
+        identified_(static_cast<size_t>(size)),
+        secret_(std::move(secret)),
+        timeout_(timeout) {
     addrinfo* ai = resolve(host, port, true);
     for (addrinfo* a = ai; a && listener_ < 0; a = a->ai_next) {
       int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -474,7 +494,13 @@ class TcpStore::Server {
           uint32_t rank;
           std::memcpy(&rank, body.data(), 4);
           if (rank >= static_cast<uint32_t>(size_)) return false;
+          if (identified_[rank]) {  // the job's next store's client
+            reply(c, kComeBack, "");
+            return false;
+          }
+          identified_[rank] = true;
           c.rank = static_cast<int>(rank);
+          if (!reply(c, kAccepted, "")) return false;
         } else if (op == kAskGone && body.size() == 4) {
           uint32_t rank;
           std::memcpy(&rank, body.data(), 4);
@@ -499,7 +525,8 @@ class TcpStore::Server {
   }
 
   int size_;
-  int joined_ = 0;  // clients that presented the secret
+  int joined_ = 0;                // clients that presented the secret
+  std::vector<bool> identified_;  // by rank: it has been a client (it may have left since)
   std::string secret_;
   // IBCOLL_TIMEOUT: how long the server waits for the ranks to hang up at the end, for a
   // stranger's hello, for an allgather to fill.
@@ -537,6 +564,18 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
   if (rank == 0) server_ = std::make_unique<Server>(host, port, size, secret, timeout);
 
   const Deadline deadline(timeout);
+  while (!join(host, port, secret, deadline)) {  // the job's previous store is on its way out
+    if (deadline.expired()) {
+      throw Error(Code::timeout, "bootstrap: the TCP store at " + address +
+                                     " still served the job's previous one after " +
+                                     std::to_string(timeout.count()) + " ms (IBCOLL_TIMEOUT)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+bool TcpStore::join(const std::string& host, int port, const std::string& secret,
+                    const Deadline& deadline) {
   int last_errno = 0;
   while (fd_ < 0) {
     addrinfo* ai = resolve(host, port, false);
@@ -547,8 +586,8 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
     freeaddrinfo(ai);
     if (fd_ >= 0) break;
     if (deadline.expired()) {
-      throw Error(Code::timeout, "bootstrap: cannot reach the TCP store at " + address +
-                                     " within " + std::to_string(timeout.count()) + " ms (" +
+      throw Error(Code::timeout, "bootstrap: cannot reach the TCP store at " + address_ +
+                                     " within " + std::to_string(timeout_.count()) + " ms (" +
                                      std::strerror(last_errno) + ")");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -558,12 +597,23 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
   try {
     request(kHello, secret);
     reply();
-    const auto me = static_cast<uint32_t>(rank);
+    const auto me = static_cast<uint32_t>(rank_);
     request(kIdentify, std::string(reinterpret_cast<const char*>(&me), 4));
+    char op;
+    std::string body;
+    take_reply(op, body, timeout_);
+    if (op == kComeBack) {
+      ::close(fd_);
+      fd_ = -1;
+      in_.clear();
+      return false;
+    }
+    if (op != kAccepted) throw Error(Code::internal, "bootstrap: the TCP store answered oddly");
   } catch (...) {
     ::close(fd_);
     throw;
   }
+  return true;
 }
 
 void TcpStore::leave_without_everyone() {
@@ -600,9 +650,19 @@ void TcpStore::request(char op, const std::string& body) {
 }
 
 std::string TcpStore::reply(std::chrono::milliseconds wait) {
-  const Deadline deadline(wait);
   char op;
   std::string body;
+  take_reply(op, body, wait);
+  if (op == kRejected) {
+    throw Error(Code::peer_failed,
+                "bootstrap: the TCP store rejected this process (wrong IBCOLL_JOB_SECRET?)");
+  }
+  if (op == kLost) throw Error(Code::peer_failed, body);
+  return body;
+}
+
+void TcpStore::take_reply(char& op, std::string& body, std::chrono::milliseconds wait) {
+  const Deadline deadline(wait);
   while (!take_frame(in_, op, body)) {
     if (!wait_for(fd_, POLLIN, deadline)) {
       broken_ = true;  // a late answer would be taken for the next request's
@@ -618,12 +678,6 @@ std::string TcpStore::reply(std::chrono::milliseconds wait) {
     }
     in_.append(chunk, static_cast<size_t>(n));
   }
-  if (op == kRejected) {
-    throw Error(Code::peer_failed,
-                "bootstrap: the TCP store rejected this process (wrong IBCOLL_JOB_SECRET?)");
-  }
-  if (op == kLost) throw Error(Code::peer_failed, body);
-  return body;
 }
 
 void TcpStore::set(const std::string& key, const std::string& value) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/deadline.h"
 #include "runtime/bootstrap/bootstrap.h"
 
 namespace ibcoll::runtime {
@@ -39,7 +40,13 @@ class TcpStore final : public Bootstrap {
 
  private:
   class Server;
+  // Connects, presents the secret and says which rank it is; false where the store at the
+  // address served this rank already (the job's previous store, still serving the others'
+  // goodbyes): nothing is left open then.
+  bool join(const std::string& host, int port, const std::string& secret, const Deadline& deadline);
   void request(char op, const std::string& body);
+  // The next frame (op and body), whatever it is; Error(timeout) after `wait`.
+  void take_reply(char& op, std::string& body, std::chrono::milliseconds wait);
   std::string reply(std::chrono::milliseconds wait);
   std::string reply() { return reply(timeout_); }
 

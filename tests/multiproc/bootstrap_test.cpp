@@ -112,18 +112,32 @@ TEST(Bootstrap, InitWithTheCallersAllgatherAndCommunicatorsFromRanks) {
     ibcoll_progress(context);
     RANK_CHECK(polls == before, "the external progress was called after its removal");
 
-    // Ranks 2 and 0, in that order, agree on an id with the caller's allgather (largest next
-    // free id); rank 1 stays out.
-    unsigned next = 0;
-    RANK_CHECK(ibcoll_comm_next_id(context, &next) == IBCOLL_SUCCESS, ibcoll_last_error());
-    std::vector<unsigned> ids(static_cast<size_t>(n));
-    RANK_CHECK(CallerWires::allgather(&next, ids.data(), sizeof(next), &wires) == 0, "ids");
-    const unsigned id = *std::max_element(ids.begin(), ids.end());
+    // Ranks 2 and 0, in that order, agree on an id and a stamp with the caller's allgather
+    // (the largest next free id, the largest stamp); rank 1 stays out.
+    struct Offer {
+      unsigned id;
+      uint64_t stamp;
+    };
+    const auto agree = [&] {
+      Offer mine{};
+      RANK_CHECK(ibcoll_comm_next_id(context, &mine.id) == IBCOLL_SUCCESS &&
+                     ibcoll_comm_stamp(context, 0, &mine.stamp) == IBCOLL_SUCCESS,
+                 ibcoll_last_error());
+      std::vector<Offer> all(static_cast<size_t>(n));
+      RANK_CHECK(CallerWires::allgather(&mine, all.data(), sizeof(mine), &wires) == 0, "offers");
+      Offer agreed{};
+      for (const Offer& o : all)
+        agreed = {std::max(agreed.id, o.id), std::max(agreed.stamp, o.stamp)};
+      return agreed;
+    };
+    const Offer first = agree();
+    const unsigned id = first.id;
     const int members[] = {2, 0};
     if (me != 1) {
       ibcoll_comm_t pair = nullptr;
-      RANK_CHECK(ibcoll_comm_from_ranks(context, members, 2, id, &pair) == IBCOLL_SUCCESS,
-                 ibcoll_last_error());
+      RANK_CHECK(
+          ibcoll_comm_from_ranks(context, members, 2, id, first.stamp, &pair) == IBCOLL_SUCCESS,
+          ibcoll_last_error());
       int rank = -1;
       ibcoll_comm_rank(pair, &rank);
       RANK_CHECK(rank == (me == 2 ? 0 : 1), "ranks follow the list's order");
@@ -132,34 +146,43 @@ TEST(Bootstrap, InitWithTheCallersAllgatherAndCommunicatorsFromRanks) {
       RANK_CHECK(ibcoll_bcast(data, sizeof(data), IBCOLL_UINT8, 0, pair) == IBCOLL_SUCCESS,
                  ibcoll_last_error());
       RANK_CHECK(data[4] == 9, "bcast from job rank 2");
-      ibcoll_comm_free(&pair);
-      // An id is never used twice, even once its communicator is gone; ids need not come in
-      // order (an MPI library's agreements end in any order).
+      // An id is held while its communicator lives; ids need not come in order (an MPI
+      // library's agreements end in any order).
       ibcoll_comm_t again = nullptr;
-      RANK_CHECK(
-          ibcoll_comm_from_ranks(context, members, 2, id, &again) == IBCOLL_ERR_INVALID_ARGUMENT &&
-              std::strstr(ibcoll_last_error(), "id: ") && !again,
-          "an id used already was accepted");
+      RANK_CHECK(ibcoll_comm_from_ranks(context, members, 2, id, first.stamp, &again) ==
+                         IBCOLL_ERR_INVALID_ARGUMENT &&
+                     std::strstr(ibcoll_last_error(), "id: ") && !again,
+                 "an id held was accepted");
       ibcoll_comm_t later = nullptr, skipped = nullptr;
-      RANK_CHECK(
-          ibcoll_comm_from_ranks(context, members, 2, id + 2, &later) == IBCOLL_SUCCESS &&
-              ibcoll_comm_from_ranks(context, members, 2, id + 1, &skipped) == IBCOLL_SUCCESS,
-          ibcoll_last_error());
-      int unused[4] = {-1, -1, -1, -1};
-      ibcoll_comm_id_unused(context, id, &unused[0]);
-      ibcoll_comm_id_unused(context, id + 1, &unused[1]);
-      ibcoll_comm_id_unused(context, id + 3, &unused[2]);
-      ibcoll_comm_id_unused(context, 65536, &unused[3]);
-      RANK_CHECK(!unused[0] && !unused[1] && unused[2] == 1 && !unused[3], "ids said unused");
+      RANK_CHECK(ibcoll_comm_from_ranks(context, members, 2, id + 2, first.stamp, &later) ==
+                         IBCOLL_SUCCESS &&
+                     ibcoll_comm_from_ranks(context, members, 2, id + 1, first.stamp, &skipped) ==
+                         IBCOLL_SUCCESS,
+                 ibcoll_last_error());
+      int free[4] = {-1, -1, -1, -1};
+      ibcoll_comm_id_free(context, id, &free[0]);
+      ibcoll_comm_id_free(context, id + 1, &free[1]);
+      ibcoll_comm_id_free(context, id + 3, &free[2]);
+      ibcoll_comm_id_free(context, 65536, &free[3]);
+      RANK_CHECK(!free[0] && !free[1] && free[2] == 1 && !free[3], "ids said free");
+      ibcoll_comm_free(&pair);
       ibcoll_comm_free(&later);
       ibcoll_comm_free(&skipped);
+      ibcoll_comm_id_free(context, id, &free[0]);
+      RANK_CHECK(free[0] == 1, "the id of a freed communicator is not free again");
     } else {
       ibcoll_comm_t outside = nullptr;
-      RANK_CHECK(ibcoll_comm_from_ranks(context, members, 2, id, &outside) ==
+      RANK_CHECK(ibcoll_comm_from_ranks(context, members, 2, id, first.stamp, &outside) ==
                          IBCOLL_ERR_INVALID_ARGUMENT &&
                      std::strstr(ibcoll_last_error(), "ranks: this process"),
                  "a list without this rank was accepted");
     }
+    // Freed, the id is taken again, with a stamp past the pair's calls: the members' next
+    // agreement gives them the same id and a later stamp.
+    const Offer second = agree();
+    RANK_CHECK(second.id == id && second.stamp > first.stamp,
+               "the next agreement gave id " + std::to_string(second.id) + " stamp " +
+                   std::to_string(second.stamp));
     RANK_CHECK(ibcoll_finalize(context) == IBCOLL_SUCCESS, ibcoll_last_error());
     return 0;
   }));

@@ -242,6 +242,64 @@ TEST(Collectives, LiveCommunicatorsRunInTheSlotsWhileTheNodesSetsLast) {
   }));
 }
 
+// Communicator ids (here 2..12, IBCOLL_COMM_IDS) are free again once their communicators are:
+// a thousand split / allreduce / free cycles of changing subsets all run, in the slots, with
+// the right sums; holding every id, a split fails saying so and changes nothing; with the
+// highest id still held (so the members' next free id is past the last), the lowest id free on
+// every member is found and taken.
+TEST(Collectives, CommunicatorIdsAreFreeAgainOnceTheirCommunicatorsAre) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_COMM_IDS", "12"}};
+  expect_all_ok(run_ranks(
+      3,
+      [](int me, int) {
+        CapiRank r;
+        for (int cycle = 0; cycle < 1000; ++cycle) {
+          // All three, then {0, 1} and {2}, then {0, 2} and {1}.
+          const auto color_of = [&](int rank) {
+            return cycle % 3 == 0 ? 0 : cycle % 3 == 1 ? rank / 2 : rank % 2;
+          };
+          const int color = color_of(me);
+          ibcoll_comm_t comm = nullptr;
+          RANK_CHECK(ibcoll_comm_split(r.world(), color, me, &comm) == IBCOLL_SUCCESS,
+                     "cycle " + std::to_string(cycle) + ": " + ibcoll_last_error());
+          if (comm_size(comm) > 1)
+            expect_algorithm(comm, IBCOLL_ALLREDUCE, 1, IBCOLL_INT64, "slots");
+          int64_t x = me + 1, sum = 0;
+          RANK_CHECK(
+              ibcoll_allreduce(&x, &sum, 1, IBCOLL_INT64, IBCOLL_SUM, comm) == IBCOLL_SUCCESS,
+              ibcoll_last_error());
+          int64_t want = 0;
+          for (int rank = 0; rank < 3; ++rank)
+            want += color_of(rank) == color ? rank + 1 : 0;
+          RANK_CHECK(sum == want, "cycle " + std::to_string(cycle) + ": wrong sum");
+          RANK_CHECK(ibcoll_comm_free(&comm) == IBCOLL_SUCCESS, ibcoll_last_error());
+        }
+        std::vector<ibcoll_comm_t> held(11);
+        for (ibcoll_comm_t& comm : held)
+          RANK_CHECK(ibcoll_comm_split(r.world(), 0, me, &comm) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+        ibcoll_comm_t one_more = nullptr;
+        RANK_CHECK(ibcoll_comm_split(r.world(), 0, me, &one_more) == IBCOLL_ERR_SYSTEM &&
+                       std::strstr(ibcoll_last_error(), "ids are held") && !one_more,
+                   std::string("a split with every id held: ") + ibcoll_last_error());
+        for (size_t i = 0; i + 1 < held.size(); ++i)  // the last holds id 12
+          RANK_CHECK(ibcoll_comm_free(&held[i]) == IBCOLL_SUCCESS, ibcoll_last_error());
+        ibcoll_comm_t low = nullptr;
+        RANK_CHECK(ibcoll_comm_split(r.world(), 0, me, &low) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        int two_free = -1;
+        ibcoll_comm_id_free(r.context(), 2, &two_free);
+        RANK_CHECK(two_free == 0, "the lowest free id was not the one taken");
+        allreduce_sweep(low, {DataType::float32}, {1, 1000});
+        RANK_CHECK(ibcoll_comm_free(&low) == IBCOLL_SUCCESS &&
+                       ibcoll_comm_free(&held.back()) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        return 0;
+      },
+      options));
+}
+
 // A member may be done with a communicator before another has even made it: a bcast's root
 // runs ahead (it needs nothing from the others). Here the root makes the communicator, bcasts
 // through the slots and frees it before the others make theirs (not collective, by id); they
@@ -252,10 +310,11 @@ TEST(Collectives, AMemberThatFreesFirstLeavesTheSlotSetToTheLateOnes) {
     CapiRank r;
     const int ranks[] = {0, 1, 2};
     constexpr unsigned kId = 1000;
+    constexpr uint64_t kStamp = 50;
     std::vector<int32_t> data(100, me == 0 ? 42 : 0);
     ibcoll_comm_t comm = nullptr;
     if (me != 0) meet_without_ibcoll("root-done", me, {0, 1, 2});
-    RANK_CHECK(ibcoll_comm_from_ranks(r.context(), ranks, 3, kId, &comm) == IBCOLL_SUCCESS,
+    RANK_CHECK(ibcoll_comm_from_ranks(r.context(), ranks, 3, kId, kStamp, &comm) == IBCOLL_SUCCESS,
                ibcoll_last_error());
     expect_algorithm(comm, IBCOLL_BCAST, data.size(), IBCOLL_INT32, "slots");
     RANK_CHECK(ibcoll_bcast(data.data(), data.size(), IBCOLL_INT32, 0, comm) == IBCOLL_SUCCESS,

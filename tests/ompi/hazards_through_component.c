@@ -24,6 +24,17 @@
  *                    the call fails on every rank within seconds (it used to leave the others
  *                    waiting for their deadline), and the next bcast delivers. Not under ASan,
  *                    whose shadow memory needs an unlimited address space.
+ *  dup-free-cycles   200 cycles of MPI_Comm_dup, an allreduce and MPI_Comm_free, with few ids
+ *                    (IBCOLL_COMM_IDS): ids of freed communicators are taken again, so every
+ *                    call is ibcoll's (ids were never reused, and after ~32k dups in a process
+ *                    every new communicator fell back).
+ *  contested-ids     3 ranks: 300 times, communicators on {1, 2}, {0, 2} and {0, 1} made one
+ *                    after the other while the earlier ones live (each with a context id of the
+ *                    same parity: an unused dup between them takes the other), so the last one's
+ *                    members offer different ids, and rank 1 takes the one rank 0's {0, 2}
+ *                    holds: the round is rejected, and what rank 1 bound on the node is let go
+ *                    (it leaked, and after 128 such rounds communicators ran without slots,
+ *                    after 512 fell back; and it joined {0, 2}'s slot set).
  *  root-finalizes-first  The last call is a small bcast whose root returns at once (without
  *                    slots: IBCOLL_SHM_SLOTS=0) and goes on to MPI_Finalize, while the others
  *                    come to the bcast a second later: finalize lets that call end first (it
@@ -230,6 +241,31 @@ static void crossed_first(void) {
   }
 }
 
+static void dup_free_cycles(void) {
+  for (int cycle = 0; cycle < 200; ++cycle) {
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    checked_allreduce(dup, 3);
+    MPI_Comm_free(&dup);
+  }
+}
+
+static void contested_ids(void) {
+  CHECK(world_size == 3, "contested-ids runs on 3 ranks, not %d", world_size);
+  for (int round = 0; round < 300; ++round) {
+    MPI_Comm pairs[3], unused[2]; /* {1, 2}, {0, 2}, {0, 1}: pair p leaves out rank p */
+    for (int p = 0; p < 3; ++p) {
+      if (p > 0) MPI_Comm_dup(MPI_COMM_WORLD, &unused[p - 1]);
+      MPI_Comm_split(MPI_COMM_WORLD, world_rank == p ? MPI_UNDEFINED : 0, world_rank, &pairs[p]);
+      if (pairs[p] != MPI_COMM_NULL) checked_allreduce(pairs[p], 2);
+    }
+    for (int p = 0; p < 3; ++p)
+      if (pairs[p] != MPI_COMM_NULL) MPI_Comm_free(&pairs[p]);
+    MPI_Comm_free(&unused[0]);
+    MPI_Comm_free(&unused[1]);
+  }
+}
+
 /* Limits this process's address space to what it maps now and `spare` bytes more; returns the
  * limit it had. */
 static struct rlimit limit_address_space(size_t spare) {
@@ -294,7 +330,7 @@ int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr,
             "usage: %s dup-of-dup|two-threads|first-nonblocking|bcast-layouts|beside-mapping|"
-            "crossed-first|bcast-no-memory|root-finalizes-first\n",
+            "crossed-first|dup-free-cycles|contested-ids|bcast-no-memory|root-finalizes-first\n",
             argv[0]);
     return 2;
   }
@@ -317,6 +353,10 @@ int main(int argc, char** argv) {
     beside_mapping();
   } else if (!strcmp(scenario, "crossed-first")) {
     crossed_first();
+  } else if (!strcmp(scenario, "dup-free-cycles")) {
+    dup_free_cycles();
+  } else if (!strcmp(scenario, "contested-ids")) {
+    contested_ids();
   } else if (!strcmp(scenario, "bcast-no-memory")) {
     bcast_no_memory();
   } else if (!strcmp(scenario, "root-finalizes-first")) {

@@ -122,6 +122,67 @@ TEST(VerbsCollectives, HierarchicalAcrossPretendNodes) {
   }
 }
 
+// The hierarchical allreduces on two pretend nodes, their ranks laid out contiguously and
+// interleaved, with inputs whose sums round: every rank gets the same bits, and they are the
+// documented order's (each node folds its members in member order, then the two node results
+// are added, which commutes), not the rank order's, which differs from it at these inputs; so a
+// stage that folded in another order, or a rank given the wrong node's part, shows.
+TEST(VerbsCollectives, HierarchicalAllreducesFoldEachNodeInMemberOrderThenTheNodes) {
+  const std::vector<std::vector<int>> layouts = {{0, 1, 0, 1}, {0, 1, 1, 0, 1}, {0, 0, 1, 1}};
+  for (const char* algorithm : {"hierarchical", "rails"}) {
+    for (const std::vector<int>& node_of : layouts) {
+      RankOptions options;
+      options.deadline = std::chrono::seconds(300);
+      options.environment = {{"IBCOLL_ALLREDUCE_ALGO", algorithm}};
+      std::string shape;
+      for (int node : node_of)
+        shape += std::to_string(node);
+      SCOPED_TRACE(std::string(algorithm) + ", ranks on nodes " + shape);
+      expect_all_ok(run_ranks(
+          static_cast<int>(node_of.size()),
+          [&](int me, int n) {
+            setenv("IBCOLL_NODE", ("pretend-node-" + std::to_string(node_of[me])).c_str(), 1);
+            CapiRank r;
+            for (size_t count : {size_t{1}, size_t{1031}, size_t{20000}, size_t{100003}}) {
+              expect_algorithm(r.world(), IBCOLL_ALLREDUCE, count, IBCOLL_FLOAT32, algorithm);
+              std::vector<float> node_sum[2], rank_order = rounding_input(0, count);
+              for (int rank = 0; rank < n; ++rank) {
+                const std::vector<float> x = rounding_input(rank, count);
+                std::vector<float>& sum = node_sum[node_of[rank]];
+                if (sum.empty()) {
+                  sum = x;
+                } else {
+                  for (size_t i = 0; i < count; ++i)
+                    sum[i] += x[i];
+                }
+                if (rank > 0) {
+                  for (size_t i = 0; i < count; ++i)
+                    rank_order[i] += x[i];
+                }
+              }
+              std::vector<float> want(count);
+              for (size_t i = 0; i < count; ++i)
+                want[i] = node_sum[0][i] + node_sum[1][i];
+              const std::vector<float> mine = rounding_input(me, count);
+              std::vector<float> got(count);
+              RANK_CHECK(ibcoll_allreduce(mine.data(), got.data(), count, IBCOLL_FLOAT32,
+                                          IBCOLL_SUM, r.world()) == IBCOLL_SUCCESS,
+                         ibcoll_last_error());
+              expect_same_everywhere(r.world(), got.data(), count * sizeof(float), "the sums");
+              RANK_CHECK(std::memcmp(got.data(), want.data(), count * sizeof(float)) == 0,
+                         std::to_string(count) + " floats: not the node-then-nodes fold's bits");
+              if (count > 1) {
+                RANK_CHECK(std::memcmp(want.data(), rank_order.data(), count * sizeof(float)) != 0,
+                           "the inputs do not tell the orders apart");
+              }
+            }
+            return 0;
+          },
+          options));
+    }
+  }
+}
+
 // Rank `me` of a job on 3 pretend nodes of 2 ranks: names its node (IBCOLL_NODE), and
 // returns its remote peers in the plan of the start-up sizes (every rank and root planned).
 constexpr int kPlanNodes = 3, kPlanPerNode = 2;
@@ -414,6 +475,47 @@ TEST(VerbsCollectives, ASlowLiveRankIsWaitedForInACall) {
           const int32_t want = n * (n - 1) / 2 + n * call;
           RANK_CHECK(std::all_of(x.begin(), x.end(), [&](int32_t v) { return v == want; }),
                      "call " + std::to_string(call) + ": wrong sum");
+        }
+        return 0;
+      },
+      options));
+}
+
+// The root of a large non-blocking bcast computes (no poll) for three times the liveness limit
+// between starting it and waiting, while six ranks wait on it in the call: nobody fails it, and
+// the call ends right everywhere. With keepalives sent as messages, the waiters' probes emptied
+// the root's receive queue (64 buffers; a probe every 200 ms from each) and it was failed.
+TEST(VerbsCollectives, ARootThatComputesBeforeWaitingIsNotFailed) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_TRANSPORT", "verbs"},
+                         {"IBCOLL_BCAST_ALGO", "direct"},
+                         {"IBCOLL_TIMEOUT", "60s"},
+                         {"IBCOLL_KEEPALIVE", "200ms"},
+                         {"IBCOLL_SRQ_DEPTH", "64"}};
+  expect_all_ok(run_ranks(
+      7,
+      [](int me, int) {
+        CapiRank r;
+        constexpr size_t kBytes = 1 << 20;
+        expect_algorithm(r.world(), IBCOLL_BCAST, kBytes, IBCOLL_UINT8, "direct");
+        std::vector<uint8_t> x(kBytes);
+        for (int call = 0; call < 2; ++call) {  // the first connects everyone
+          if (me == 0) {
+            for (size_t i = 0; i < kBytes; ++i)
+              x[i] = static_cast<uint8_t>(i * 31 + call);
+          }
+          ibcoll_request_t request;
+          RANK_CHECK(ibcoll_ibcast(x.data(), kBytes, IBCOLL_UINT8, 0, r.world(), &request) ==
+                         IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          if (me == 0 && call == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+          RANK_CHECK(ibcoll_wait(request) == IBCOLL_SUCCESS,
+                     "call " + std::to_string(call) + ": " + ibcoll_last_error());
+          ibcoll_request_free(&request);
+          for (size_t i = 0; i < kBytes; ++i) {
+            RANK_CHECK(x[i] == static_cast<uint8_t>(i * 31 + call),
+                       "call " + std::to_string(call) + ": wrong byte");
+          }
         }
         return 0;
       },

@@ -117,10 +117,12 @@ TEST(VerbsTransport, AllToAllOverRdmaCm) {
 
 // Seven senders push `messages` small messages each into one receiver whose SRQ holds
 // `srq_depth` buffers (a quarter kept for credit returns, the rest lent by its CreditLedger):
-// credits keep the SRQ from running dry, nothing is lost or reordered, no peer fails, and the
-// senders did wait for credits. A sender that is done keeps polling until the receiver says it
-// has everything, as a rank waiting in a call does: with more peers than credits, the credits
-// it holds come back only through its progress.
+// nothing is lost or reordered, no peer fails, the senders did wait for credits, and where
+// there are more senders than credits the receiver took some back to lend in turn. A sender
+// that is done keeps polling until the receiver says it has everything, as a rank waiting in a
+// call does: with more peers than credits, the credits it holds come back only through its
+// progress. (Whether the queue ever ran dry, RNR retries hide from the senders; the device's RNR
+// counter says it did, a few times: docs/architecture.md, "Credits".)
 void many_to_one(int srq_depth, int messages, RankOptions options) {
   constexpr size_t kBytes = 32;
   options.environment["IBCOLL_SRQ_DEPTH"] = std::to_string(srq_depth);
@@ -157,6 +159,9 @@ void many_to_one(int srq_depth, int messages, RankOptions options) {
           RANK_CHECK(c.srq_depth == uint64_t(srq_depth),
                      "SRQ depth " + std::to_string(c.srq_depth));
           RANK_CHECK(c.credit_messages > 0, "no credit was returned");
+          if (uint64_t(srq_depth) * 3 / 4 < 7) {
+            RANK_CHECK(c.credit_recalls > 0, "more senders than credits, and none taken back");
+          }
           for (int peer = 1; peer < 8; ++peer)
             r.channel().send(peer, messages, &done, sizeof(done), count);
           r.wait([&] { return completed == messages * 7 + 7; }, "telling the senders");
@@ -628,6 +633,56 @@ TEST(VerbsTransport, KilledPeerFailsItsOperationsOnly) {
   EXPECT_EQ(exits[3].signal, SIGKILL) << describe(exits);
   for (int rank = 0; rank < 3; ++rank)
     EXPECT_TRUE(exits[rank].ok()) << describe(exits);
+}
+
+// A rank that computes without polling for three times the liveness limit (4 keepalives),
+// while six peers wait on it with a receive each, is not failed: the keepalives are
+// acknowledged by its port and take none of its receive buffers (16 here, which six senders of
+// probes every 200 ms empty in under half a second when probes are messages: the next probe then
+// meets RNR retries without end, no acknowledgement, and the peer is failed as gone). The
+// probes did go out, and it is heard as alive by everyone once it sends.
+TEST(VerbsTransport, ARankThatComputesIsNotFailedByThePeersWaitingOnIt) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_TIMEOUT", "60s"},
+                         {"IBCOLL_KEEPALIVE", "200ms"},
+                         {"IBCOLL_SRQ_DEPTH", "16"},
+                         {"IBCOLL_CREDITS", "2"}};
+  expect_all_ok(run_ranks(
+      7,
+      [](int me, int n) {
+        runtime::VerbsEndpoint r;
+        constexpr int kBusy = 0;
+        exchange_all_to_all(r, r.channel(), {8});  // every pair connected
+        r.bootstrap().barrier("connected");
+        if (me == kBusy) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // 3 x 800 ms, no poll
+          std::vector<Transfer> sends(n);
+          std::byte one{7};
+          for (int peer = 1; peer < n; ++peer)
+            r.channel().send(peer, 9, &one, 1, record(sends[peer]));
+          r.wait(
+              [&] {
+                return std::all_of(sends.begin() + 1, sends.end(), [](auto& t) { return t.done; });
+              },
+              "sends after computing");
+          for (int peer = 1; peer < n; ++peer)
+            RANK_CHECK(sends[peer].status.ok(), sends[peer].status.to_string());
+        } else {
+          Transfer in;
+          in.buffer.resize(1);
+          r.channel().recv(kBusy, 9, in.buffer.data(), 1, record(in));
+          r.wait([&] { return in.done; }, "the computing rank's message");
+          RANK_CHECK(in.status.ok() && in.buffer[0] == std::byte{7},
+                     "the computing rank was failed: " + in.status.to_string());
+          const auto c = r.channel().counters();
+          RANK_CHECK(c.keepalives_sent >= 3, "the computing rank was never probed (" +
+                                                 std::to_string(c.keepalives_sent) + ")");
+        }
+        RANK_CHECK(r.channel().counters().failed_peers == 0, "a live peer was failed");
+        r.bootstrap().barrier("end");
+        return 0;
+      },
+      options));
 }
 
 // A send's completion, and the RDMA writes still posted when it came: none may be, since the

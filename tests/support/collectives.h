@@ -6,10 +6,12 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -86,6 +88,17 @@ inline std::vector<std::byte> input(DataType type, ReduceOp op, int rank, size_t
         break;
     }
   }
+  return out;
+}
+
+// Floats whose sums round (a different order of folding gives different bits), different on
+// every rank: for tests of the order an algorithm folds in.
+inline std::vector<float> rounding_input(int rank, size_t count) {
+  std::mt19937 generator(static_cast<uint32_t>(rank) * 7919u + 1u);
+  std::uniform_real_distribution<float> value(-1e3f, 1e3f);
+  std::vector<float> out(count);
+  for (float& v : out)
+    v = value(generator) * std::pow(2.0f, static_cast<float>(generator() % 20) - 10.0f);
   return out;
 }
 

@@ -9,7 +9,7 @@ namespace ibcoll::testing {
 namespace {
 
 #if !defined(__SANITIZE_ADDRESS__)
-std::atomic<uint64_t> allocations{0};
+std::atomic<uint64_t> allocations{0}, frees{0};
 #endif
 
 }  // namespace
@@ -19,6 +19,14 @@ std::optional<uint64_t> heap_allocations() {
   return std::nullopt;
 #else
   return allocations.load(std::memory_order_relaxed);
+#endif
+}
+
+std::optional<uint64_t> heap_frees() {
+#if defined(__SANITIZE_ADDRESS__)
+  return std::nullopt;
+#else
+  return frees.load(std::memory_order_relaxed);
 #endif
 }
 
@@ -39,5 +47,19 @@ void* operator new(size_t bytes, std::align_val_t alignment) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + align - 1) / align * align;
   if (void* block = std::aligned_alloc(align, rounded)) return block;
   throw std::bad_alloc();
+}
+// The array forms call these.
+void operator delete(void* block) noexcept {
+  if (block) ibcoll::testing::frees.fetch_add(1, std::memory_order_relaxed);
+  std::free(block);
+}
+void operator delete(void* block, size_t) noexcept {
+  operator delete(block);
+}
+void operator delete(void* block, std::align_val_t) noexcept {
+  operator delete(block);
+}
+void operator delete(void* block, size_t, std::align_val_t) noexcept {
+  operator delete(block);
 }
 #endif

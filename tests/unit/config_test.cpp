@@ -125,6 +125,10 @@ TEST(Config, BadValuesNameTheirVariable) {
     expect_error_naming({{"IBCOLL_ALLREDUCE_SLOTS_MAX", text}}, "IBCOLL_ALLREDUCE_SLOTS_MAX");
   expect_error_naming({{"IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", "-1"}},
                       "IBCOLL_ALLREDUCE_SINGLE_COPY_FROM");
+  for (const char* text : {"2", "65536", "many"})
+    expect_error_naming({{"IBCOLL_COMM_IDS", text}}, "IBCOLL_COMM_IDS");
+  for (const char* text : {"single_copy", "single_copy=fast", "slots=early,", "cma=wins"})
+    expect_error_naming({{"IBCOLL_CALIBRATION_PRETEND", text}}, "IBCOLL_CALIBRATION_PRETEND");
 }
 
 // The node-local allreduce thresholds: measured unless set (auto, the default); set, taken as
@@ -151,6 +155,8 @@ TEST(Config, EverySettingTheRanksMustShareIsChecked) {
       {"IBCOLL_SHM_SINGLE_COPY", "64K"},
       {"IBCOLL_ALLREDUCE_SLOTS_MAX", "4K"},
       {"IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", "0"},
+      {"IBCOLL_CALIBRATION_PRETEND", "slots=early"},
+      {"IBCOLL_COMM_IDS", "100"},
 #ifdef IBCOLL_HAVE_VERBS
       {"IBCOLL_CM", "rdmacm"},
       {"IBCOLL_XRC", "off"},

@@ -356,5 +356,31 @@ TEST(TcpStore, AnAllgatherRanksNeverJoinFailsNamingThem) {
     EXPECT_TRUE(e.ok()) << describe(exits);
 }
 
+// The job's next store at the same address (a process that finalizes and initializes again):
+// a rank that opens its next store while rank 0's previous server still serves the others'
+// goodbyes is told to come back, not taken in, so it neither stalls that server's end (which
+// waited for it to hang up, until the timeout) nor gives its parts to the store that is going.
+TEST(TcpStore, TheNextStoreAtTheSameAddressIsNotConfusedWithThePreviousOne) {
+  auto exits = run_ranks(3, [](int rank, int) {
+    const auto timeout = std::chrono::milliseconds(5000);
+    {
+      TcpStore first = open_store(timeout);
+      first.barrier("first");
+      // Rank 0, whose store serves, leaves last: the others open their next one meanwhile.
+      if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    TcpStore next = open_store(timeout);
+    const auto all = next.allgather("next", "part-" + std::to_string(rank));
+    for (size_t r = 0; r < all.size(); ++r)
+      RANK_CHECK(all[r] == "part-" + std::to_string(r), "the next store's allgather: " + all[r]);
+    RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(3000),
+               "the next store waited for the previous one to time out");
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
 }  // namespace
 }  // namespace ibcoll::runtime

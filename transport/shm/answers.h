@@ -30,30 +30,30 @@ class Answers {
   }
   // Sender, giving the message up: withdrawn, unless the receiver has claimed it (then the
   // answer as it stands: reading, done or refused).
-  Answer withdraw(uint64_t id) const {
-    uint64_t expected = value(id, pending);
-    if (entry(id).compare_exchange_strong(expected, value(id, withdrawn),
-                                          std::memory_order_acq_rel)) {
-      return withdrawn;
-    }
-    return static_cast<Answer>(expected & kStateMask);
-  }
-
+  Answer withdraw(uint64_t id) const { return change(id, pending, withdrawn); }
   // Receiver: takes the sender's memory for reading; false if the sender withdrew it.
-  bool claim(uint64_t id) const {
-    uint64_t expected = value(id, pending);
-    return entry(id).compare_exchange_strong(expected, value(id, reading),
-                                             std::memory_order_acq_rel);
-  }
-  // Receiver: after the read (or the failed attempt).
-  void answer(uint64_t id, Answer answer) const {
-    entry(id).store(value(id, answer), std::memory_order_release);
-  }
+  bool claim(uint64_t id) const { return change(id, pending, reading) == reading; }
+  // Sender, giving up on a receiver that has been reading too long (stopped, or a pid that
+  // now names another process): withdrawn, unless the receiver answered meanwhile (then that
+  // answer). The receiver's late answer then fails, and it drops what it read.
+  Answer abandon(uint64_t id) const { return change(id, reading, withdrawn); }
+  // Receiver: after the read (or the failed attempt); false if the sender abandoned it
+  // meanwhile, so what was read may not be the message.
+  bool answer(uint64_t id, Answer answer) const { return change(id, reading, answer) == answer; }
 
  private:
   static constexpr int kStateBits = 3;
   static constexpr uint64_t kStateMask = (1u << kStateBits) - 1;
   static uint64_t value(uint64_t id, Answer answer) { return id << kStateBits | answer; }
+  // `to` if the entry held `from` for `id`, else what it holds (for `id`: an entry reused for
+  // a later id is left alone).
+  Answer change(uint64_t id, Answer from, Answer to) const {
+    uint64_t expected = value(id, from);
+    if (entry(id).compare_exchange_strong(expected, value(id, to), std::memory_order_acq_rel)) {
+      return to;
+    }
+    return expected >> kStateBits == id ? static_cast<Answer>(expected & kStateMask) : pending;
+  }
   std::atomic_ref<uint64_t> entry(uint64_t id) const {
     return std::atomic_ref<uint64_t>(
         *reinterpret_cast<uint64_t*>(base_ + (id % kEntries) * sizeof(uint64_t)));

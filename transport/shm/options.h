@@ -31,6 +31,9 @@ struct SingleCopySizes {
 struct ShmOptions {
   // How often a waiting rank checks that its peers' processes still exist.
   std::chrono::milliseconds liveness_interval{100};
+  // How long a sender giving a message up waits for a receiver that is reading it straight
+  // from its memory (IBCOLL_TIMEOUT).
+  std::chrono::milliseconds read_wait = std::chrono::minutes(10);
   SingleCopySizes single_copy;  // none: everything through the rings
 };
 

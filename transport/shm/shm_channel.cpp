@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "base/deadline.h"
 #include "base/log.h"
 #include "transport/shm/process.h"
 
@@ -200,8 +201,16 @@ void ShmChannel::withdraw_sends(int peer, uint64_t first, uint64_t last) {
       ++it;
       continue;
     }
+    // Claimed: the receiver is reading the caller's buffer (one process_vm_readv) and answers
+    // after it. One that stops midway (a debugger, SIGSTOP) or dies (its pid may name another
+    // process by now) is waited for as long as a call would be, then abandoned.
     Answers::Answer answer = p.answers.withdraw(it->first);
-    while (answer == Answers::reading && process_alive(pids()[peer])) {
+    const Deadline patience(options_.read_wait);
+    while (answer == Answers::reading) {
+      if (patience.expired() || !process_alive(pids()[peer])) {
+        answer = p.answers.abandon(it->first);
+        break;
+      }
       sched_yield();
       answer = p.answers.answer_to(it->first);
     }
@@ -412,15 +421,19 @@ void ShmChannel::read_remote(int peer, const RemoteMessage& remote, PostedRecv p
   const size_t bytes = std::min<size_t>(posted.capacity, remote.length);
   const int error = read_process_memory(pids()[peer], remote.address, posted.buffer, bytes);
   if (error == 0) {
-    p.answers_to_peer.answer(remote.id, Answers::done);
+    if (!p.answers_to_peer.answer(remote.id, Answers::done)) {  // abandoned while we read
+      return completions_.add(std::move(posted.done), withdrawn(peer), 0);
+    }
     finish(peer, posted, remote.length);
   } else {
     // ESRCH (it died) lands here too, and the liveness check fails the receive.
     if (!std::exchange(p.refused_single_copy, true))
       IBCOLL_LOG(info, "single copy from peer " << peer << " refused (" << std::strerror(error)
                                                 << "): it copies through the ring instead");
+    if (!p.answers_to_peer.answer(remote.id, Answers::refused)) {  // abandoned: none will come
+      return completions_.add(std::move(posted.done), withdrawn(peer), 0);
+    }
     p.awaiting_copy.emplace(remote.id, std::move(posted));
-    p.answers_to_peer.answer(remote.id, Answers::refused);
   }
 }
 

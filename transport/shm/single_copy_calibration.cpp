@@ -89,6 +89,10 @@ SingleCopySizes single_copy_sizes(std::span<const CopyTimes> ascending) {
   return {first->bytes, loss == ascending.end() ? SingleCopySizes::kUnbounded : loss->bytes};
 }
 
+std::span<const size_t> single_copy_calibration_sizes() {
+  return kSizes;
+}
+
 SingleCopyCalibration calibrate_single_copy(ShmChannel& channel, int peer, bool leader,
                                             const Deadline& deadline) {
   const SingleCopySizes kept = channel.single_copy();
@@ -119,22 +123,29 @@ SingleCopyCalibration calibrate_single_copy(ShmChannel& channel, int peer, bool 
   const std::byte refused = static_cast<std::byte>(!channel.single_copy_possible(peer));
   const std::byte refused_there = swap_byte(channel, peer, leader, refused, deadline);
   if (!leader) return {};
-  if (refused != std::byte{0} || refused_there != std::byte{0}) {
-    return {{}, "the kernel refused single copy (process_vm_readv) between ranks"};
+  return {std::move(times), refused != std::byte{0} || refused_there != std::byte{0},
+          std::chrono::duration<double, std::milli>(Clock::now() - start).count()};
+}
+
+SingleCopyVerdict single_copy_verdict(const SingleCopyCalibration& measured) {
+  if (measured.refused) {
+    return {{},
+            "single copy does not work here: the kernel refused process_vm_readv between "
+            "ranks"};
   }
-  SingleCopyCalibration result{single_copy_sizes(times), "one-way us, rings / single copy:"};
-  for (const CopyTimes& t : times) {
+  SingleCopyVerdict verdict{single_copy_sizes(measured.times), "one-way us, rings / single copy:"};
+  for (const CopyTimes& t : measured.times) {
     char point[64];
     std::snprintf(point, sizeof(point), " %s %.1f / %.1f,", size_text(t.bytes).c_str(),
                   t.rings_ns / 1000, t.single_ns / 1000);
-    result.summary += point;
+    verdict.summary += point;
   }
   char took[48];
-  std::snprintf(took, sizeof(took), " in %.1f ms",
-                std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-  result.summary.back() = ';';
-  result.summary += took;
-  return result;
+  std::snprintf(took, sizeof(took), " in %.1f ms", measured.took_ms);
+  verdict.summary.back() = ';';
+  verdict.summary += took;
+  if (verdict.sizes.from == 0) verdict.summary += "; single copy loses to the rings here";
+  return verdict;
 }
 
 }  // namespace ibcoll::transport::shm

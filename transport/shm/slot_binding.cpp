@@ -81,15 +81,18 @@ void give_back(const SlotRegion& region, int set) {
 
 }  // namespace
 
-SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, std::span<const int> members,
-                         int local_rank)
+SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
+                         std::span<const int> members, int local_rank)
     : region_(&region), local_rank_(local_rank) {
   const auto first = static_cast<uint32_t>(*std::min_element(members.begin(), members.end()));
   DirectoryLock lock(region, local_rank);
   auto& entries = region.directory().entries;
   int free_entry = -1;
   for (int e = 0; e < SlotRegion::kEntries && entry_ < 0; ++e) {
-    if (entries[e].id_plus_one == id + 1 && entries[e].first_member == first) entry_ = e;
+    if (entries[e].id_plus_one == id + 1 && entries[e].first_member == first &&
+        entries[e].stamp == stamp) {
+      entry_ = e;
+    }
     if (entries[e].id_plus_one == 0 && free_entry < 0) free_entry = e;
   }
   if (entry_ < 0) {
@@ -104,11 +107,14 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, std::span<const 
     if (set != SlotRegion::kNoSet) clear(region, set);
     auto& entry = entries[entry_];
     entry.first_member = first;
+    entry.stamp = stamp;
     entry.set = set;
     entry.members = static_cast<uint32_t>(members.size());
+    entry.bound = 0;
     entry.let_go = 0;
     std::atomic_ref<uint32_t>(entry.id_plus_one).store(id + 1, std::memory_order_release);
   }
+  ++entries[entry_].bound;
   set_ = entries[entry_].set;
 }
 
@@ -133,10 +139,11 @@ SlotBinding::~SlotBinding() {
   release();
 }
 
-void SlotBinding::release() noexcept {
+void SlotBinding::release(bool no_more_binders) noexcept {
   if (!region_) return;
   DirectoryLock lock(*region_, local_rank_);
   auto& entry = region_->directory().entries[entry_];
+  if (no_more_binders) entry.members = entry.bound;
   if (++entry.let_go == entry.members) {
     std::atomic_ref<uint32_t>(entry.id_plus_one).store(0, std::memory_order_release);
     if (entry.set != SlotRegion::kNoSet) give_back(*region_, entry.set);

@@ -16,10 +16,11 @@ namespace ibcoll::transport::shm {
 class SlotBinding {
  public:
   SlotBinding() = default;  // holds nothing
-  // Binds communicator `id`, whose members on this node are `members` (local ranks, in order),
-  // for this process (`local_rank`). Error(system_error) when every entry of the directory is
-  // taken (more communicators live on the node than it lists).
-  SlotBinding(const SlotRegion& region, uint32_t id, std::span<const int> members, int local_rank);
+  // Binds communicator `id` of `stamp`, whose members on this node are `members` (local ranks,
+  // in order), for this process (`local_rank`). Error(system_error) when every entry of the
+  // directory is taken (more communicators live on the node than it lists).
+  SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp, std::span<const int> members,
+              int local_rank);
   SlotBinding(SlotBinding&& other) noexcept;
   SlotBinding& operator=(SlotBinding&& other) noexcept;
   SlotBinding(const SlotBinding&) = delete;
@@ -28,9 +29,12 @@ class SlotBinding {
 
   // The set the communicator uses, or SlotRegion::kNoSet.
   int set() const { return set_; }
+  // Lets go, and no member of the node that has not bound yet ever will (the communicator was
+  // given up before all its members made it): the entry is free once those that did let go.
+  void abandon() noexcept { release(true); }
 
  private:
-  void release() noexcept;
+  void release(bool no_more_binders = false) noexcept;
 
   const SlotRegion* region_ = nullptr;
   int entry_ = -1;

@@ -80,9 +80,14 @@ class SlotRegion {
     struct Entry {
       uint32_t id_plus_one = 0;   // 0: a free entry
       uint32_t first_member = 0;  // local rank
-      int32_t set = kNoSet;       // kNoSet: the communicator runs without slots
-      uint32_t members = 0;       // on this node
-      uint32_t let_go = 0;        // members done with it
+      // Tells apart communicators that reuse an id, one made after another freed it on some
+      // members while others still hold it: the members' stamp (runtime/context.h), past every
+      // earlier one of theirs.
+      uint64_t stamp = 0;
+      int32_t set = kNoSet;  // kNoSet: the communicator runs without slots
+      uint32_t members = 0;  // on this node that will bind it
+      uint32_t bound = 0;    // members that did
+      uint32_t let_go = 0;   // members done with it
     } entries[kEntries];
   };
   static constexpr size_t kDirectoryBytes = (sizeof(Directory) + 4095) / 4096 * 4096;

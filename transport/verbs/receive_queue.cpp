@@ -1,5 +1,6 @@
 #include "transport/verbs/receive_queue.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
@@ -11,6 +12,9 @@
 namespace ibcoll::transport::verbs {
 namespace {
 constexpr size_t kPage = 4096;
+// Released buffers are posted again in batches of this many, or of a sixteenth of the queue if
+// less: what a batch holds back must stay well inside the quarter of the queue that no credit
+// stands for, or a small queue lends more credits than it has buffers posted.
 constexpr uint32_t kRefillBatch = 16;
 }  // namespace
 
@@ -80,7 +84,8 @@ uint32_t SharedReceiveQueue::srq_num() const {
 }
 
 int SharedReceiveQueue::refill(bool force) {
-  if (released_.empty() || (!force && released_.size() < kRefillBatch && posted_ > depth_ / 4)) {
+  const size_t batch = std::min<size_t>(kRefillBatch, depth_ / 16 + 1);
+  if (released_.empty() || (!force && released_.size() < batch && posted_ > depth_ / 4)) {
     return 0;
   }
   wrs_.resize(released_.size());  // members, so a warm refill allocates nothing
@@ -94,11 +99,16 @@ int SharedReceiveQueue::refill(bool force) {
     wrs_[i].next = i + 1 < wrs_.size() ? &wrs_[i + 1] : nullptr;
   }
   ibv_recv_wr* bad = nullptr;
-  if (int rc = ibv_post_srq_recv(srq_, wrs_.data(), &bad)) throw_errno("ibv_post_srq_recv", rc);
-  const int count = static_cast<int>(released_.size());
-  posted_ += count;
-  released_.clear();
-  return count;
+  const int rc = ibv_post_srq_recv(srq_, wrs_.data(), &bad);
+  // On failure the work requests before `bad` are posted: they leave the released list, or a
+  // later refill would post their buffers twice.
+  const size_t count = rc == 0 ? released_.size()
+                       : bad   ? static_cast<size_t>(bad - wrs_.data())
+                               : 0;
+  posted_ += static_cast<uint32_t>(count);
+  released_.erase(released_.begin(), released_.begin() + static_cast<std::ptrdiff_t>(count));
+  if (rc != 0) throw_errno("ibv_post_srq_recv", rc);
+  return static_cast<int>(count);
 }
 
 void SharedReceiveQueue::on_limit_reached() {

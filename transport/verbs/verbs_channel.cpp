@@ -27,7 +27,7 @@ constexpr uint32_t kPollsPerClockRead = 64;
 
 }  // namespace
 
-// A quarter of the SRQ stays for the messages that need no credit (credit returns, keepalives).
+// A quarter of the SRQ stays for the messages that need no credit (credit returns, notices).
 uint32_t VerbsChannel::lent_credits(const Options& options) {
   return options.srq_depth * 3 / 4;
 }
@@ -127,6 +127,7 @@ EndpointAddress VerbsChannel::local_address() const {
 
 void VerbsChannel::set_peer_addresses(std::vector<EndpointAddress> addresses) {
   connector_->set_peer_addresses(std::move(addresses));
+  if (xrc_) xrc_->unlink_file();  // every process has opened the domain: the name can go
 }
 
 size_t VerbsChannel::max_message_size() const {
@@ -241,6 +242,8 @@ void VerbsChannel::handle(const ibv_wc& wc) {
       return on_send_done(wc);
     case WorkKind::rdma_write:
       return on_write_done(wc);
+    case WorkKind::probe:
+      return on_probe_done(wc);
     default:
       if (!connector_->on_completion(wc)) {
         IBCOLL_LOG(error, "completion with an unknown work id " << wc.wr_id);
@@ -256,16 +259,23 @@ Status VerbsChannel::completion_error(const ibv_wc& wc, int peer, const char* wh
 }
 
 void VerbsChannel::on_send_done(const ibv_wc& wc) {
-  const SendSlot slot = slots_[work_index(wc.wr_id)];
-  SendQueue& queue = *peers_[slot.peer].queue;  // it was posted there
+  on_acknowledged(wc, slots_[work_index(wc.wr_id)], "send", false);
+}
+
+void VerbsChannel::on_probe_done(const ibv_wc& wc) {
+  on_acknowledged(wc, static_cast<int>(work_index(wc.wr_id)), "keepalive", true);
+}
+
+void VerbsChannel::on_acknowledged(const ibv_wc& wc, int peer, const char* what, bool probe) {
+  SendQueue& queue = *peers_[peer].queue;  // it was posted there
   retire_through(queue, wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) {
     // Retries exhausted: the peer's port no longer answers.
-    return fail_queue(queue, slot.peer, completion_error(wc, slot.peer, "send"),
+    return fail_queue(queue, peer, completion_error(wc, peer, what),
                       wc.status == IBV_WC_RETRY_EXC_ERR);
   }
-  acknowledged(slot.peer, slot.probe);
-  pump_sharing(queue, slot.peer);
+  acknowledged(peer, probe);
+  pump_sharing(queue, peer);
 }
 
 // A chunk of a rendezvous's RDMA writes is complete (kLastChunk: its last). The send ends with

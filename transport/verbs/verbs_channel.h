@@ -223,11 +223,6 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     Status failure;
     Clock::time_point last_heard{}, last_keepalive{}, probe_sent{}, failed_at{};
   };
-  struct SendSlot {
-    int peer = -1;
-    bool probe = false;  // a keepalive
-  };
-
   // ConnectionManager::Listener
   void on_connected(int peer, bool announce) override;
   void on_connect_failed(int peer, const Status& status) override { fail_peer(peer, status); }
@@ -242,6 +237,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void on_receive(const ibv_wc& wc);
   void on_message(int peer, const std::byte* bytes, size_t size);
   void on_send_done(const ibv_wc& wc);
+  void on_probe_done(const ibv_wc& wc);
+  // A send or probe to `peer` completed: on success the peer lives (acknowledged), else its
+  // queue fails.
+  void on_acknowledged(const ibv_wc& wc, int peer, const char* what, bool probe);
   void acknowledged(int peer, bool probe);
   void on_write_done(const ibv_wc& wc);
   void on_async_event();
@@ -271,10 +270,13 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
                        size_t& offset);
   bool post_eager_parts(int peer, Sends::iterator send);
   bool post_control(int peer, wire::Type type, uint64_t length = 0);
+  bool post_probe(int peer);
+  // Posts `wr` on `peer`'s queue; where the device refuses it, fails the peer naming `what`.
+  bool post_on(SendQueue& queue, int peer, ibv_send_wr& wr, const char* what);
   bool post_message(int peer, const wire::MessageHeader& header, const void* body, size_t body_size,
                     const void* payload, size_t payload_size);
   bool has_room(int peer, uint32_t wrs) const;
-  bool should_signal(SendQueue& queue, bool probe);
+  bool should_signal(SendQueue& queue);
   void retire_through(SendQueue& queue, uint64_t work_id);
   // `gone`: the peer stopped answering the transport itself (keepalives, retries), so its
   // process or node is likely dead: the observer hears of it.
@@ -311,7 +313,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   std::unique_ptr<ConnectionManager> connector_;  // owns the QPs: destroyed first
 
   size_t slot_size_;
-  std::vector<SendSlot> slots_;
+  std::vector<int> slots_;  // by send slot: the peer its message went to
   std::vector<uint32_t> free_slots_;
   // Work requests allowed in flight, signaled or not (an error flushes them all into the CQ):
   // the CQ can never overflow.

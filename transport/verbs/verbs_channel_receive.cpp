@@ -182,7 +182,7 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
       }
       break;
     default:
-      break;  // credit, ready, keepalive: their effect is above
+      break;  // credit, ready: their effect is above
   }
 }
 

@@ -54,7 +54,7 @@ void VerbsChannel::pump(int peer) {
     p.credits_to_give_back = 0;
     p.give_back_due = false;
   }
-  if (p.keepalive && post_control(peer, wire::Type::keepalive)) {
+  if (p.keepalive && post_probe(peer)) {
     p.keepalive = false;
     p.probe_outstanding = true;
     p.probe_sent = now_;
@@ -201,13 +201,7 @@ VerbsChannel::Chunk VerbsChannel::post_write_chunk(int peer, uint32_t id) {
   wr.wr.rdma.remote_addr = op.target.address + offset;
   wr.wr.rdma.rkey = op.target.rkey;
   wr.qp_type.xrc.remote_srqn = p.remote_srq_num;
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(queue.qp, &wr, &bad)) {
-    fail_peer(peer,
-              Status(Code::system_error, "ibv_post_send (RDMA write) to peer " +
-                                             std::to_string(peer) + ": " + std::strerror(rc)));
-    return Chunk::none;
-  }
+  if (!post_on(queue, peer, wr, "RDMA write")) return Chunk::none;
   queue.unacked.push_back({wr.wr_id, true});
   ++op.chunks_posted;
   ++op.chunks_in_flight;
@@ -218,11 +212,11 @@ VerbsChannel::Chunk VerbsChannel::post_write_chunk(int peer, uint32_t id) {
   return last ? Chunk::last : Chunk::more;
 }
 
-// Sends are signaled one in kSignalEvery, so most cost no completion at all. Probes are always
-// signaled (their acknowledgement is the point), and so is everything while unsignaled sends
-// hold too many slots: slots of a QP that goes quiet stay held until its next signaled one.
-bool VerbsChannel::should_signal(SendQueue& queue, bool probe) {
-  if (probe || ++queue.unsignaled_run >= kSignalEvery || unsignaled_ >= kSendSlots / 2 ||
+// Sends are signaled one in kSignalEvery, so most cost no completion at all; everything is while
+// unsignaled sends hold too many slots: slots of a QP that goes quiet stay held until its next
+// signaled one.
+bool VerbsChannel::should_signal(SendQueue& queue) {
+  if (++queue.unsignaled_run >= kSignalEvery || unsignaled_ >= kSendSlots / 2 ||
       free_slots_.size() < kSendSlots / 4) {
     queue.unsignaled_run = 0;
     return true;
@@ -246,6 +240,40 @@ void VerbsChannel::retire_through(SendQueue& queue, uint64_t work_id) {
     --cq_in_flight_;
     queue.unacked.pop_front();
   }
+}
+
+bool VerbsChannel::post_on(SendQueue& queue, int peer, ibv_send_wr& wr, const char* what) {
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(queue.qp, &wr, &bad);
+  if (rc == 0) return true;
+  fail_peer(peer, Status(Code::system_error, std::string("ibv_post_send (") + what + ") to peer " +
+                                                 std::to_string(peer) + ": " + std::strerror(rc)));
+  return false;
+}
+
+// A keepalive is a signaled RDMA write of no bytes: the peer's port acknowledges it whatever the
+// peer's process is doing (computing, stopped in a debugger), and it takes no receive buffer
+// there, so it can neither meet an empty SRQ (whose RNR retries never end) nor eat a buffer a
+// credit stands for; nor does it need a key or an address (a zero-length write checks neither:
+// IB spec C9-88) or a send slot. A live peer whose process never polls stays alive.
+bool VerbsChannel::post_probe(int peer) {
+  Peer& p = peers_[peer];
+  if (!has_room(peer, 1)) {
+    starved_ |= cq_in_flight_ >= cq_budget_;
+    return false;
+  }
+  SendQueue& queue = *p.queue;
+  ibv_send_wr wr{};
+  wr.wr_id = make_work_id(WorkKind::probe, static_cast<uint64_t>(peer));
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.qp_type.xrc.remote_srqn = p.remote_srq_num;
+  if (!post_on(queue, peer, wr, "keepalive")) return false;
+  queue.unacked.push_back({wr.wr_id, true});
+  queue.unsignaled_run = 0;
+  ++queue.in_flight;
+  ++cq_in_flight_;
+  return true;
 }
 
 bool VerbsChannel::post_control(int peer, wire::Type type, uint64_t length) {
@@ -280,18 +308,12 @@ bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, con
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
   wr.qp_type.xrc.remote_srqn = p.remote_srq_num;
-  const bool probe = h.type == wire::Type::keepalive;
-  const bool signaled = should_signal(queue, probe);
+  const bool signaled = should_signal(queue);
   wr.send_flags = (signaled ? IBV_SEND_SIGNALED : 0) |
                   (total <= queue.caps.max_inline_data ? IBV_SEND_INLINE : 0);
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(queue.qp, &wr, &bad)) {
-    fail_peer(peer, Status(Code::system_error, "ibv_post_send to peer " + std::to_string(peer) +
-                                                   ": " + std::strerror(rc)));
-    return false;
-  }
+  if (!post_on(queue, peer, wr, "message")) return false;
   free_slots_.pop_back();
-  slots_[slot] = {peer, probe};
+  slots_[slot] = peer;
   queue.unacked.push_back({wr.wr_id, signaled});
   unsignaled_ += !signaled;
   p.credits_to_return = 0;

@@ -5,6 +5,7 @@
 // is waited for, since the device reads its buffer until they complete.
 #include <vector>
 
+#include "base/deadline.h"
 #include "base/log.h"
 #include "transport/verbs/verbs_channel.h"
 
@@ -96,15 +97,24 @@ void VerbsChannel::withdraw_sends(uint64_t first, uint64_t last) {
     pump(peer);
   // Each write completes, or flushes back once its peer fails (the transport's retries, or
   // unanswered keepalives: IBCOLL_KEEPALIVE; on a shared XRC INI, fail_stuck_initiators); a
-  // dead device ends them all.
-  const auto still_writing = [&] {
+  // dead device ends them all. A peer that acknowledges its keepalives but not the writes for
+  // longer than a call waits (IBCOLL_TIMEOUT) is failed, which flushes them back.
+  const auto writing_to = [&] {
     for (const auto& [id, op] : sends_) {
-      if (op.chunks_in_flight > 0 && in_range(op.tag, first, last)) return true;
+      if (op.chunks_in_flight > 0 && in_range(op.tag, first, last)) return op.peer;
     }
-    return false;
+    return -1;
   };
-  while (writing && still_writing())
+  const Deadline patience(options_.timeout);
+  for (int peer = writing ? writing_to() : -1; peer >= 0; peer = writing_to()) {
     poll();
+    if (patience.expired() && !peers_[peer].failed) {
+      fail_peer(peer, Status(Code::timeout, "peer " + std::to_string(peer) +
+                                                " took no RDMA write of a withdrawn send within " +
+                                                std::to_string(options_.timeout.count()) +
+                                                " ms (IBCOLL_TIMEOUT)"));
+    }
+  }
 }
 
 void VerbsChannel::on_send_withdrawn(int peer, uint64_t tag, uint32_t send_id) {

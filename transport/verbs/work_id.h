@@ -5,7 +5,8 @@
 
 namespace ibcoll::transport::verbs {
 
-enum class WorkKind : uint8_t { srq_receive = 1, ud_receive, send, ud_send, rdma_write };
+// probe: a keepalive (a zero-length RDMA write), its index the peer's rank.
+enum class WorkKind : uint8_t { srq_receive = 1, ud_receive, send, ud_send, rdma_write, probe };
 
 constexpr uint64_t make_work_id(WorkKind kind, uint64_t index) {
   return (uint64_t{static_cast<uint8_t>(kind)} << 56) | (index & ((uint64_t{1} << 56) - 1));

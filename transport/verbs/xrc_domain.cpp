@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "base/log.h"
 #include "base/status.h"
@@ -65,7 +66,14 @@ XrcDomain::XrcDomain(const Device& device, const std::string& path) : path_(path
 XrcDomain::~XrcDomain() {
   xrcd_.reset();
   ::close(fd_);
-  ::unlink(path_.c_str());  // the job's other processes hold the domain, not the name
+  unlink_file();  // a channel that never had its peers' addresses: set-up failed or fell back
+}
+
+void XrcDomain::unlink_file() {
+  if (!std::exchange(linked_, false)) return;
+  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {  // a node-mate may have been first
+    IBCOLL_LOG(warn, "unlink of the XRC domain file " << path_ << ": " << std::strerror(errno));
+  }
 }
 
 std::unique_ptr<XrcDomain> open_xrc_domain(const Device& device, XrcMode mode,
