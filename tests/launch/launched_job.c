@@ -12,6 +12,12 @@
  *                   must fail with IBCOLL_ERR_TIMEOUT saying that not every rank came (the
  *                   launcher's PMIx tells no rank of the death), prints "rank R: clear error ..."
  *                   and exits 0
+ *   joined NP       rank NP-1 initializes PMIx and kills itself before ibcoll_init: each other
+ *                   rank must fail within seconds with IBCOLL_ERR_PEER_FAILED, the fence
+ *                   failing (PMIx saw the death) or, where it ended without the rank (mpirun
+ *                   --enable-recovery), its part missing (a get of it must not wait: under
+ *                   gds/hash it is asked of the server, which answers at once); prints
+ *                   "rank R: clear error ..." and exits 0
  * Anything else is printed as "rank R: FAILED ..." and exits 1. */
 #include <ibcoll/ibcoll.h>
 #ifdef LAUNCHED_JOB_HAS_PMIX
@@ -171,16 +177,24 @@ static int kill_one(ibcoll_comm_t world, int expected) {
   }
 }
 
-/* Rank NP-1 (PMIX_RANK, which the launcher's PMIx server sets) dies before it starts; the others'
-   ibcoll_init must say within their deadline that it did not come. */
-static int without_the_last(int expected) {
+/* Rank NP-1 (PMIX_RANK, which the launcher's PMIx server sets) dies before it starts, or, with
+   `joined`, once it has initialized PMIx; the others' ibcoll_init must say within their deadline
+   that it did not come, or within seconds that its part is missing. */
+static int without_the_last(int expected, int joined) {
   const char* launched_rank = getenv("PMIX_RANK");
   if (launched_rank == NULL) {
     printf("rank ?: FAILED PMIX_RANK is unset\n");
     return 1;
   }
   my_rank = atoi(launched_rank);
-  if (my_rank == expected - 1) raise(SIGKILL);
+  if (my_rank == expected - 1) {
+#ifdef LAUNCHED_JOB_HAS_PMIX
+    pmix_proc_t me;
+    if (joined && PMIx_Init(&me, NULL, 0) != PMIX_SUCCESS)
+      printf("rank %d: FAILED PMIx_Init\n", my_rank);
+#endif
+    raise(SIGKILL);
+  }
   ibcoll_context_t context;
   struct timespec since;
   clock_gettime(CLOCK_MONOTONIC, &since);
@@ -191,10 +205,18 @@ static int without_the_last(int expected) {
     ibcoll_finalize(context);
     return 1;
   }
-  EXPECT(status == IBCOLL_ERR_TIMEOUT, "ibcoll_init: %s, not a timeout: %s",
-         ibcoll_status_name(status), ibcoll_last_error());
-  EXPECT(strstr(ibcoll_last_error(), "not every rank came") != NULL,
-         "ibcoll_init's error does not say that a rank did not come: %s", ibcoll_last_error());
+  if (joined) {
+    EXPECT(status == IBCOLL_ERR_PEER_FAILED &&
+               (strstr(ibcoll_last_error(), "is missing after the fence") ||
+                strstr(ibcoll_last_error(), "PMIx_Fence (start) failed")),
+           "ibcoll_init: %s, not a failed fence or a missing part: %s", ibcoll_status_name(status),
+           ibcoll_last_error());
+  } else {
+    EXPECT(status == IBCOLL_ERR_TIMEOUT, "ibcoll_init: %s, not a timeout: %s",
+           ibcoll_status_name(status), ibcoll_last_error());
+    EXPECT(strstr(ibcoll_last_error(), "not every rank came") != NULL,
+           "ibcoll_init's error does not say that a rank did not come: %s", ibcoll_last_error());
+  }
   printf("rank %d: clear error after %.1f s: %s\n", my_rank, after, ibcoll_last_error());
   fflush(stdout); /* before PMIx's finalize at exit, which may be slow with a rank gone */
   return 0;
@@ -219,12 +241,13 @@ int main(int argc, char** argv) {
   const char* mode = argc == 3 ? argv[1] : "";
   const int contexts = strcmp(mode, "twice") == 0 ? 2 : 1;
   if (strcmp(mode, "collectives") != 0 && strcmp(mode, "twice") != 0 && strcmp(mode, "kill") != 0 &&
-      strcmp(mode, "absent") != 0) {
-    fprintf(stderr, "usage: %s collectives|twice|kill|absent NP\n", argv[0]);
+      strcmp(mode, "absent") != 0 && strcmp(mode, "joined") != 0) {
+    fprintf(stderr, "usage: %s collectives|twice|kill|absent|joined NP\n", argv[0]);
     return 2;
   }
   const int expected = atoi(argv[2]);
-  if (strcmp(mode, "absent") == 0) return without_the_last(expected);
+  if (strcmp(mode, "absent") == 0) return without_the_last(expected, 0);
+  if (strcmp(mode, "joined") == 0) return without_the_last(expected, 1);
   for (int context = 0; context < contexts; ++context) {
     const int result = run_context(strcmp(mode, "kill") != 0, expected);
     if (result != 0) return result;
