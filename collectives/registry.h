@@ -13,8 +13,9 @@
 namespace ibcoll::collectives {
 
 const char* collective_name(Collective collective);
-// "allreduce #123 (ring) on communicator 5 of 8 ranks": a call (the 123rd on its communicator,
-// whose first took sequence number `first_sequence`), for errors and reports.
+// "allreduce #123 (ring) on communicator 5 of 8 ranks": a call, numbered by its first sequence
+// number from the communicator's first (`first_sequence`: #1; a call across nodes takes several),
+// for errors and reports.
 std::string describe_call(Collective collective, const char* algorithm, uint64_t base_tag,
                           int ranks, uint64_t first_sequence);
 

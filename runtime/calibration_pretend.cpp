@@ -33,6 +33,10 @@ Outcome outcome_of(const std::string& key, const std::string& value,
 
 }  // namespace
 
+std::string pretended_note(const CalibrationPretend& pretend) {
+  return std::string("; pretended by ") + kName + "=" + pretend.text;
+}
+
 CalibrationPretend parse_calibration_pretend(const std::string& text) {
   using P = CalibrationPretend;
   P pretend;

@@ -42,6 +42,9 @@ struct CalibrationPretend {
   bool any() const { return !text.empty(); }
 };
 
+// What a summary of pretended times ends with: "; pretended by IBCOLL_CALIBRATION_PRETEND=...".
+std::string pretended_note(const CalibrationPretend& pretend);
+
 // "KEY=OUTCOME,..." with keys single_copy (wins|window|loses|refused), slots (early|late) and
 // allreduce_single_copy (early|late|never); Error(invalid_argument) naming the variable.
 CalibrationPretend parse_calibration_pretend(const std::string& text);

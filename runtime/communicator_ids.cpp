@@ -37,6 +37,15 @@ void CommunicatorIds::hold(uint32_t id, uint64_t stamp) {
                  : " names a communicator of this process that is not freed") +
             " (pass one free on every member)");
   }
+  if (const auto at = released_at_.find(id); at != released_at_.end()) {
+    if (stamp < at->second) {
+      throw Error(Code::invalid_argument,
+                  "stamp: " + std::to_string(stamp) + " is below the sequence numbers (" +
+                      std::to_string(at->second) + ") of this process's last communicator " +
+                      std::to_string(id) + " (pass the members' largest stamp, taken after it)");
+    }
+    released_at_.erase(at);
+  }
   held_[id] = true;
   highest_held_ = std::max(highest_held_, id);
   see(stamp);
@@ -48,6 +57,7 @@ void CommunicatorIds::release(uint32_t id, uint64_t next_sequence) {
   while (!held_[highest_held_])
     --highest_held_;
   stamp_ = std::max(stamp_, next_sequence);
+  if (next_sequence > 0) released_at_[id] = next_sequence;
 }
 
 }  // namespace ibcoll::runtime

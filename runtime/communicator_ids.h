@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 namespace ibcoll::runtime {
@@ -36,7 +37,10 @@ class CommunicatorIds {
   // The members agreed on `stamp` (or saw it chosen): this process's next one is past it.
   void see(uint64_t stamp);
 
-  // A communicator takes `id` (free here) with the members' `stamp`.
+  // A communicator takes `id` (free here) with the members' `stamp`. Error(invalid_argument)
+  // where the id is held, or the stamp is below the sequence numbers this process's last
+  // communicator with the id took (the members chose it from stamps given before that one was
+  // freed: under an MPI library, agreements run beside the program's frees).
   void hold(uint32_t id, uint64_t stamp);
   // It is freed, its calls having taken sequence numbers below `next_sequence`.
   void release(uint32_t id, uint64_t next_sequence);
@@ -44,6 +48,9 @@ class CommunicatorIds {
  private:
   uint32_t largest_;
   std::vector<bool> held_;
+  // Freed ids, with the sequence number after their communicator's last call (few: an id taken
+  // again leaves it).
+  std::unordered_map<uint32_t, uint64_t> released_at_;
   uint32_t highest_held_ = 1;  // the world's
   uint64_t stamp_ = 2;         // the world's calls start at 1
 };

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <utility>
 
+#include "base/digest.h"
 #include "base/log.h"
 #include "base/size_text.h"
 #include "runtime/bootstrap/set_up_exchange.h"
@@ -23,16 +24,6 @@ namespace {
 
 using collectives::Collective;
 using collectives::Communicator;
-
-// FNV-1a over the list: ranks that pass different lists to create() disagree on it.
-uint64_t digest_of(std::span<const int> ranks) {
-  uint64_t h = 1469598103934665603ull;
-  for (int r : ranks) {
-    h ^= static_cast<uint32_t>(r);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // Every rank in [0, size), none twice: else Error(invalid_argument) naming `ranks`.
 void check_rank_list(std::span<const int> ranks, int size) {

@@ -124,7 +124,7 @@ std::span<const size_t> single_copy_allreduce_calibration_sizes() {
 NodeCalibration calibrate_node(Context& context, Communicator& node, collectives::NodeTuning tuning,
                                bool measure_slots, bool measure_single_copy,
                                const CalibrationPretend& pretend) {
-  const std::string pretended = "; pretended by IBCOLL_CALIBRATION_PRETEND=" + pretend.text;
+  const std::string pretended = pretended_note(pretend);
   NodeCalibration result{tuning, {}, {}};
   const bool single_copy = measure_single_copy && node.policy().single_copy.from != 0;
   Timer timer(context, node, single_copy ? kLargeSizes.back() : kSmallSizes.back());

@@ -37,7 +37,7 @@ std::string single_copy_verdict_text(transport::shm::ShmChannel& channel, int lo
       measured.times =
           pretended_copy_times(outcome, transport::shm::single_copy_calibration_sizes());
     }
-    pretended = "; pretended by IBCOLL_CALIBRATION_PRETEND=" + config.pretend.text;
+    pretended = pretended_note(config.pretend);
   }
   const transport::shm::SingleCopyVerdict verdict = transport::shm::single_copy_verdict(measured);
   return std::to_string(verdict.sizes.from) + " " + std::to_string(verdict.sizes.below) + " " +

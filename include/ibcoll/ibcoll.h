@@ -125,10 +125,11 @@ ibcoll_status_t ibcoll_comm_split(ibcoll_comm_t parent, int color, int key, ibco
 ibcoll_status_t ibcoll_comm_create(ibcoll_comm_t parent, const int* ranks, int count,
                                    ibcoll_comm_t* comm);
 /* For a caller that agrees on its communicators by its own means (an MPI library). An id
- * (2..65535) names one live communicator of a process, and is free again once that is freed;
+ * (2..65535; IBCOLL_COMM_IDS) names one live communicator of a process, and is free again once
+ * that is freed;
  * a stamp keeps a communicator apart from earlier ones with its id (their late messages, what
  * they still hold on a node). ibcoll_comm_next_id: above every id this process holds (so the
- * members' maximum is free on every member, unless past 65535). ibcoll_comm_id_free: whether
+ * members' maximum is free on every member, unless past the last id). ibcoll_comm_id_free: whether
  * no communicator of this process holds `id`. ibcoll_comm_stamp: this process's stamp, once
  * it has seen `seen` (the stamp of an agreement that ended, taken or not; 0: none); the
  * members' maximum is the new communicator's. ibcoll_comm_from_ranks, not collective: the
@@ -136,7 +137,7 @@ ibcoll_status_t ibcoll_comm_create(ibcoll_comm_t parent, const int* ranks, int c
  * and `stamp`, which every member passes alike: an id free on every member, and the members'
  * largest stamp. */
 ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id);
-ibcoll_status_t ibcoll_comm_id_free(ibcoll_context_t context, unsigned id, int* free);
+ibcoll_status_t ibcoll_comm_id_free(ibcoll_context_t context, unsigned id, int* is_free);
 ibcoll_status_t ibcoll_comm_stamp(ibcoll_context_t context, uint64_t seen, uint64_t* stamp);
 ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* ranks, int count,
                                        unsigned id, uint64_t stamp, ibcoll_comm_t* comm);

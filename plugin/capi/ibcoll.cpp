@@ -136,7 +136,13 @@ CollectiveArgs bcast_args(void* buffer, size_t count, ibcoll_datatype_t type, in
 
 ibcoll_comm* adopt(ibcoll_context* owner, std::unique_ptr<Communicator> communicator) {
   if (!communicator) return nullptr;
-  auto* handle = new ibcoll_comm{owner, communicator.get(), std::move(communicator)};
+  ibcoll_comm* handle = nullptr;
+  try {
+    handle = new ibcoll_comm{owner, communicator.get(), std::move(communicator)};
+  } catch (...) {  // its id goes back with it
+    owner->context->release(*communicator);
+    throw;
+  }
   ++owner->open_comms;
   return handle;
 }
@@ -312,11 +318,11 @@ ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id) {
   });
 }
 
-ibcoll_status_t ibcoll_comm_id_free(ibcoll_context_t context, unsigned id, int* free) {
+ibcoll_status_t ibcoll_comm_id_free(ibcoll_context_t context, unsigned id, int* is_free) {
   return guarded([&] {
     require(context, "context");
-    require(free, "free");
-    *free = context->context->ids().free(id);
+    require(is_free, "is_free");
+    *is_free = context->context->ids().free(id);
     return Status();
   });
 }

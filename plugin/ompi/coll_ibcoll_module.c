@@ -125,9 +125,9 @@ static void unusable(mca_coll_ibcoll_module_t* m, const char* why) {
 enum { kMaxRounds = 64 }; /* then the members give up together: the communicator falls back */
 
 static bool free_here(unsigned id) {
-  int free = 0;
-  ibcoll_comm_id_free(mca_coll_ibcoll_component.context, id, &free);
-  return free;
+  int is_free = 0;
+  ibcoll_comm_id_free(mca_coll_ibcoll_component.context, id, &is_free);
+  return is_free;
 }
 
 /* This rank's stamp, once it has seen `seen` (0: none). */
@@ -258,13 +258,21 @@ void mca_coll_ibcoll_settle_all(void) {
 }
 
 void mca_coll_ibcoll_forget_comm(mca_coll_ibcoll_module_t* m) {
-  if (m->mapping == IBCOLL_AGREEING) {
+  const bool unconfirmed = m->mapping == IBCOLL_AGREEING;
+  if (unconfirmed) {
     /* Only an erroneous program frees a communicator inside its first call: the round's
      * messages may still land in its memory, which is left to them. */
     m->round = NULL;
     stop_agreeing(m);
   }
-  if (m->ibcoll_comm && m->comm != &ompi_mpi_comm_world.comm) ibcoll_comm_free(&m->ibcoll_comm);
+  if (m->ibcoll_comm && m->comm != &ompi_mpi_comm_world.comm) {
+    /* One taken in a round not yet confirmed: the other members may never make it. */
+    if (unconfirmed) {
+      ibcoll_comm_abandon(&m->ibcoll_comm);
+    } else {
+      ibcoll_comm_free(&m->ibcoll_comm);
+    }
+  }
   m->ibcoll_comm = NULL;
   m->mapping = IBCOLL_UNUSABLE;
 }

@@ -159,17 +159,17 @@ TEST(Bootstrap, InitWithTheCallersAllgatherAndCommunicatorsFromRanks) {
                      ibcoll_comm_from_ranks(context, members, 2, id + 1, first.stamp, &skipped) ==
                          IBCOLL_SUCCESS,
                  ibcoll_last_error());
-      int free[4] = {-1, -1, -1, -1};
-      ibcoll_comm_id_free(context, id, &free[0]);
-      ibcoll_comm_id_free(context, id + 1, &free[1]);
-      ibcoll_comm_id_free(context, id + 3, &free[2]);
-      ibcoll_comm_id_free(context, 65536, &free[3]);
-      RANK_CHECK(!free[0] && !free[1] && free[2] == 1 && !free[3], "ids said free");
+      int is_free[4] = {-1, -1, -1, -1};
+      ibcoll_comm_id_free(context, id, &is_free[0]);
+      ibcoll_comm_id_free(context, id + 1, &is_free[1]);
+      ibcoll_comm_id_free(context, id + 3, &is_free[2]);
+      ibcoll_comm_id_free(context, 65536, &is_free[3]);
+      RANK_CHECK(!is_free[0] && !is_free[1] && is_free[2] == 1 && !is_free[3], "ids said free");
       ibcoll_comm_free(&pair);
       ibcoll_comm_free(&later);
       ibcoll_comm_free(&skipped);
-      ibcoll_comm_id_free(context, id, &free[0]);
-      RANK_CHECK(free[0] == 1, "the id of a freed communicator is not free again");
+      ibcoll_comm_id_free(context, id, &is_free[0]);
+      RANK_CHECK(is_free[0] == 1, "the id of a freed communicator is not free again");
     } else {
       ibcoll_comm_t outside = nullptr;
       RANK_CHECK(ibcoll_comm_from_ranks(context, members, 2, id, first.stamp, &outside) ==

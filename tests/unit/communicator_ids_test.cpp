@@ -43,6 +43,21 @@ TEST(CommunicatorIds, TheStampPassesEveryStampSeenAndEverySequenceTaken) {
   EXPECT_EQ(ids.stamp(), first + 1000);
 }
 
+// An agreement's stamp chosen from stamps given before this process freed its last communicator
+// with the id (an MPI library's agreements run beside the program's frees) is refused for that
+// id: the new communicator's sequence numbers would start below the old one's.
+TEST(CommunicatorIds, AStampBelowTheIdsLastSequenceNumbersIsRefused) {
+  CommunicatorIds ids(100);
+  const uint64_t voted = ids.stamp();
+  ids.hold(4, voted);
+  ids.release(4, voted + 500);
+  EXPECT_THROW(ids.hold(4, voted + 1), Error);
+  EXPECT_TRUE(ids.free(4));
+  ids.hold(4, ids.stamp());
+  EXPECT_FALSE(ids.free(4));
+  ids.hold(5, voted);  // another id: nothing to keep apart from
+}
+
 TEST(CommunicatorIds, TheLowestIdFreeOnEveryMemberFromTheirBitmaps) {
   CommunicatorIds a(100), b(100);
   a.hold(2, 1);

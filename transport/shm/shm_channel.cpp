@@ -196,6 +196,7 @@ void ShmChannel::withdraw_sends(int peer, uint64_t first, uint64_t last) {
     }
   }
   p.outgoing = std::move(kept);
+  const Deadline patience(options_.read_wait);  // for all the reads under way, not each
   for (auto it = p.awaiting_answer.begin(); it != p.awaiting_answer.end();) {
     if (!in_range(it->second.tag)) {
       ++it;
@@ -205,7 +206,6 @@ void ShmChannel::withdraw_sends(int peer, uint64_t first, uint64_t last) {
     // after it. One that stops midway (a debugger, SIGSTOP) or dies (its pid may name another
     // process by now) is waited for as long as a call would be, then abandoned.
     Answers::Answer answer = p.answers.withdraw(it->first);
-    const Deadline patience(options_.read_wait);
     while (answer == Answers::reading) {
       if (patience.expired() || !process_alive(pids()[peer])) {
         answer = p.answers.abandon(it->first);

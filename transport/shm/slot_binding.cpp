@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "base/digest.h"
 #include "base/log.h"
 #include "base/status.h"
 
@@ -85,12 +86,13 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
                          std::span<const int> members, int local_rank)
     : region_(&region), local_rank_(local_rank) {
   const auto first = static_cast<uint32_t>(*std::min_element(members.begin(), members.end()));
+  const uint64_t digest = digest_of(members);
   DirectoryLock lock(region, local_rank);
   auto& entries = region.directory().entries;
   int free_entry = -1;
   for (int e = 0; e < SlotRegion::kEntries && entry_ < 0; ++e) {
     if (entries[e].id_plus_one == id + 1 && entries[e].first_member == first &&
-        entries[e].stamp == stamp) {
+        entries[e].stamp == stamp && entries[e].members_digest == digest) {
       entry_ = e;
     }
     if (entries[e].id_plus_one == 0 && free_entry < 0) free_entry = e;
@@ -108,6 +110,7 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
     auto& entry = entries[entry_];
     entry.first_member = first;
     entry.stamp = stamp;
+    entry.members_digest = digest;
     entry.set = set;
     entry.members = static_cast<uint32_t>(members.size());
     entry.bound = 0;

@@ -80,10 +80,13 @@ class SlotRegion {
     struct Entry {
       uint32_t id_plus_one = 0;   // 0: a free entry
       uint32_t first_member = 0;  // local rank
-      // Tells apart communicators that reuse an id, one made after another freed it on some
-      // members while others still hold it: the members' stamp (runtime/context.h), past every
-      // earlier one of theirs.
+      // Tell apart communicators with one id: one made after another freed it on some members
+      // while others still hold it (the members' stamp, runtime/communicator_ids.h, past the
+      // earlier one's); and two made at once by agreements of different members whose stamps
+      // happened to be equal (the node's members, as a digest of their local ranks: a member
+      // holds an id once).
       uint64_t stamp = 0;
+      uint64_t members_digest = 0;
       int32_t set = kNoSet;  // kNoSet: the communicator runs without slots
       uint32_t members = 0;  // on this node that will bind it
       uint32_t bound = 0;    // members that did

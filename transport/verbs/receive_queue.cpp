@@ -12,9 +12,9 @@
 namespace ibcoll::transport::verbs {
 namespace {
 constexpr size_t kPage = 4096;
-// Released buffers are posted again in batches of this many, or of a sixteenth of the queue if
-// less: what a batch holds back must stay well inside the quarter of the queue that no credit
-// stands for, or a small queue lends more credits than it has buffers posted.
+// Released buffers are posted again in batches of this many, or of one more than a sixteenth of
+// the queue if less: what a batch holds back must stay well inside the quarter of the queue that no
+// credit stands for, or a small queue lends more credits than it has buffers posted.
 constexpr uint32_t kRefillBatch = 16;
 }  // namespace
 

@@ -509,7 +509,7 @@ void VerbsChannel::on_tick(Clock::time_point now) {
       continue;
     }
     if (now - p.last_heard >= options_.keepalive && now - p.last_keepalive >= options_.keepalive) {
-      // Sending is how a dead peer shows: the RC transport retries, then fails the send.
+      // Writing is how a dead peer shows: the RC transport retries, then fails the probe.
       IBCOLL_LOG(debug, "probing silent peer " << peer);
       p.keepalive = true;
       p.last_keepalive = now;

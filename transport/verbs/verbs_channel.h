@@ -170,8 +170,9 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     PooledBytes held;
     bool dropped = false;
   };
-  // What waits in a peer's send queue, in order. Credit, ready and keepalive messages are not
-  // queued: they carry no order and must pass a queue stalled on credits.
+  // What waits in a peer's send queue, in order. Credit and ready messages (and keepalives,
+  // which are no messages) are not queued: they carry no order and must pass a queue stalled on
+  // credits.
   struct Outgoing {
     enum class Step : uint8_t {
       eager,               // SendOp: its payload, copied, in parts of one buffer
