@@ -59,6 +59,9 @@ const Variable kVariables[] = {
     {"IBCOLL_COMM_IDS", "65535",
      "the largest communicator id (a live communicator holds one; freed, it is free again): less "
      "only for tests that run out of ids"},
+    {"IBCOLL_FAULT", "",
+     "for tests: this process fails at the named point (node-calibration: its node's start-up "
+     "calibration); empty: none"},
     {"IBCOLL_DEVICE", "",
      "verbs device as name[:port]; empty: the active one nearest this rank's cpus (ranks of a "
      "node take turns over equally near ones)"},
@@ -300,6 +303,13 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
         parse_size("IBCOLL_ALLREDUCE_SINGLE_COPY_FROM", single_copy_from);
   }
   c.pretend = parse_calibration_pretend(get("IBCOLL_CALIBRATION_PRETEND"));
+  const std::string fault = get("IBCOLL_FAULT");
+  if (fault == "node-calibration") {
+    c.fault = Fault::node_calibration;
+  } else if (!fault.empty()) {
+    throw Error(Code::invalid_argument,
+                "IBCOLL_FAULT: '" + fault + "' is no fault point (node-calibration, or empty)");
+  }
   c.largest_communicator_id = static_cast<uint32_t>(
       parse_integer("IBCOLL_COMM_IDS", get("IBCOLL_COMM_IDS"), 3, CommunicatorIds::kLargest));
 #ifdef IBCOLL_HAVE_VERBS

@@ -53,6 +53,8 @@ struct Config {
   bool calibrate_slots_allreduce = true;
   bool calibrate_single_copy_allreduce = true;
   CalibrationPretend pretend;  // for tests: the outcomes the calibrations decide from
+  // For tests: where this process fails on purpose (per process: not a shared setting).
+  enum class Fault { none, node_calibration } fault = Fault::none;
   uint32_t largest_communicator_id = CommunicatorIds::kLargest;
 #ifdef IBCOLL_HAVE_VERBS
   transport::verbs::Options verbs;

@@ -130,6 +130,9 @@ std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> member
 // id, 0, is no other communicator's, so the slot region it uses is the calibration's alone.
 void Context::tune_node() {
   const Config& config = job_.config();
+  if (config.fault == Config::Fault::node_calibration) {
+    throw Error(Code::internal, "node calibration: failed on purpose (IBCOLL_FAULT)");
+  }
   tuning_ = config.policy.tuning;
   std::string slots_origin = "IBCOLL_ALLREDUCE_SLOTS_MAX";
   std::string single_copy_origin = "IBCOLL_ALLREDUCE_SINGLE_COPY_FROM";

@@ -46,17 +46,14 @@ class MatchTable {
   // Removes the posted receives whose tag lies in [first, last], calling `removed(peer)` for
   // each.
   void remove_posted(uint64_t first, uint64_t last, const std::function<void(int)>& removed) {
-    peers_.for_each([&](int peer, PeerQueues& queues) {
-      auto& posted = queues.posted;
-      for (auto it = posted.begin(); it != posted.end();) {
-        if (it->tag < first || it->tag > last) {
-          ++it;
-          continue;
-        }
-        it = posted.erase(it);
-        removed(peer);
-      }
-    });
+    remove_in_range(&PeerQueues::posted, first, last,
+                    [&](int peer, uint64_t, Posted&) { removed(peer); });
+  }
+  // Removes the arrivals waiting whose tag lies in [first, last], handing each to
+  // `removed(peer, tag, arrival)`.
+  template <typename Removed>
+  void remove_unexpected(uint64_t first, uint64_t last, Removed removed) {
+    remove_in_range(&PeerQueues::unexpected, first, last, removed);
   }
   // Calls `visit(tag, arrival)` for every arrival from `peer` waiting in order.
   template <typename Visit>
@@ -83,6 +80,20 @@ class MatchTable {
   };
 
   PeerQueues& queues(int peer) { return peers_[peer]; }
+  template <typename Queue, typename Removed>
+  void remove_in_range(Queue PeerQueues::*queue, uint64_t first, uint64_t last, Removed removed) {
+    peers_.for_each([&](int peer, PeerQueues& queues) {
+      auto& entries = queues.*queue;
+      for (auto it = entries.begin(); it != entries.end();) {
+        if (it->tag < first || it->tag > last) {
+          ++it;
+          continue;
+        }
+        removed(peer, it->tag, it->value);
+        it = entries.erase(it);
+      }
+    });
+  }
   template <typename T>
   static std::optional<T> take(Fifo<Entry<T>>& queue, uint64_t tag) {
     for (auto it = queue.begin(); it != queue.end(); ++it) {

@@ -10,10 +10,6 @@
 
 namespace ibcoll::transport {
 
-// A channel's pool of message memory keeps blocks of up to 64 KiB (as a call's memory does);
-// larger ones come from the heap and go back to it.
-inline constexpr std::pmr::pool_options kMessagePool{0, size_t{64} << 10};
-
 class PooledBytes {
  public:
   PooledBytes() = default;

@@ -447,6 +447,102 @@ TEST(ShmChannel, AWithdrawnRefusedRendezvousFailsItsReceive) {
       single_copy_from("1")));
 }
 
+// A call given up (cancel) before its messages were taken: those that came early (a short
+// message, a long one still arriving through the ring) leave the receiver's queue with it,
+// and those that come after it are dropped on arrival, so none waits for a receive that will
+// never be posted. Through the rings, then by single copy, where each is a rendezvous and is
+// declined, so that its send fails instead of waiting.
+TEST(ShmChannel, WhatComesForAWithdrawnReceiveIsDropped) {
+  for (const char* threshold : {"0", "1"}) {
+    SCOPED_TRACE(std::string("IBCOLL_SHM_SINGLE_COPY=") + threshold);
+    const bool by_single_copy = threshold == std::string("1");
+    expect_all_ok(run_ranks(
+        2,
+        [&](int me, int) {
+          runtime::ShmEndpoint r;
+          std::vector<std::byte> data(kLong, std::byte{1});
+          if (me == 0) {
+            Transfer small, long_one, later_small, later_long, marker;
+            r.channel().send(1, 5, data.data(), 100, record(small));
+            r.channel().send(1, 6, data.data(), kLong, record(long_one));
+            r.bootstrap().barrier("withdrawn");
+            r.channel().send(1, 8, data.data(), 100, record(later_small));
+            r.channel().send(1, 9, data.data(), kLong, record(later_long));
+            r.channel().send(1, 10, data.data(), 8, record(marker));
+            r.wait(
+                [&] {
+                  return small.done && long_one.done && later_small.done && later_long.done &&
+                         marker.done;
+                },
+                "the sends");
+            for (const Transfer* sent : {&small, &long_one, &later_small, &later_long}) {
+              if (by_single_copy) {
+                expect_withdrawn(*sent);
+              } else {
+                RANK_CHECK(sent->status.ok(), sent->status.to_string());
+              }
+            }
+          } else {
+            r.wait([&] { return r.channel().early_arrivals() == 2; }, "two early arrivals");
+            r.channel().cancel(5, 9);
+            RANK_CHECK(r.channel().early_arrivals() == 0,
+                       std::to_string(r.channel().early_arrivals()) +
+                           " early arrivals of a withdrawn call left");
+            r.bootstrap().barrier("withdrawn");
+            std::vector<std::byte> marker(8);
+            Transfer got;
+            r.channel().recv(0, 10, marker.data(), marker.size(), record(got));
+            r.wait([&] { return got.done; }, "the message after");
+            RANK_CHECK(got.status.ok(), got.status.to_string());
+            RANK_CHECK(r.channel().early_arrivals() == 0,
+                       std::to_string(r.channel().early_arrivals()) +
+                           " messages for a withdrawn call kept after it");
+          }
+          r.bootstrap().barrier("end");
+          return 0;
+        },
+        single_copy_from(threshold)));
+  }
+}
+
+// A burst of early arrivals (200 messages of 60 KiB, more than the pool keeps) takes memory
+// while it waits; once every one has been taken, the channel gives that memory back, and a
+// few early arrivals later it holds no more than a few blocks again.
+TEST(ShmChannel, ABurstOfEarlyArrivalsIsGivenBackOnceTaken) {
+  constexpr int kMessages = 200;
+  constexpr size_t kBytes = 60 << 10;
+  expect_all_ok(run_ranks(
+      2,
+      [&](int me, int) {
+        runtime::ShmEndpoint r;
+        std::vector<std::byte> data(kBytes, std::byte{3});
+        std::vector<Transfer> transfers(kMessages);
+        if (me == 0) {
+          for (int i = 0; i < kMessages; ++i)
+            r.channel().send(1, static_cast<uint64_t>(i), data.data(), kBytes,
+                             record(transfers[i]));
+          r.wait([&] { return transfers.back().done; }, "the sends");
+        } else {
+          r.wait([&] { return r.channel().early_arrivals() == kMessages; }, "the burst");
+          const size_t during = r.channel().early_arrival_bytes();
+          RANK_CHECK(during >= kMessages * kBytes, std::to_string(during) + " bytes held");
+          std::vector<std::byte> into(kMessages * kBytes);
+          for (int i = 0; i < kMessages; ++i) {
+            r.channel().recv(0, static_cast<uint64_t>(i), into.data() + i * kBytes, kBytes,
+                             record(transfers[i]));
+          }
+          r.wait([&] { return transfers.back().done; }, "the receives");
+          RANK_CHECK(into.back() == std::byte{3}, "the data");
+          RANK_CHECK(r.channel().early_arrival_bytes() == 0,
+                     std::to_string(r.channel().early_arrival_bytes()) +
+                         " bytes still held once every early arrival was taken");
+        }
+        r.bootstrap().barrier("end");
+        return 0;
+      },
+      single_copy_from("0")));
+}
+
 // A peer that writes garbage into its ring: the receiver fails that peer, naming it and what was
 // wrong, instead of copying past the slot or its buffer or setting aside what a header claims,
 // and the receive waiting on it fails. One job per kind of garbage: a first fragment larger

@@ -381,6 +381,33 @@ TEST(VerbsCollectives, ADeviceThatWillNotOpenOnOneRankFailsEveryRanksInit) {
       options));
 }
 
+// Of two pretend nodes, the second's start-up calibration fails (IBCOLL_FAULT on both its
+// ranks): every rank's init fails within seconds, naming a rank of that node and the
+// calibration, where the first node used to start alone (under an MPI library its ranks then
+// ran ibcoll's collectives while the others fell back to MPI's, and each waited on the other).
+TEST(VerbsCollectives, ANodeWhoseCalibrationFailsFailsEveryRanksInit) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_TIMEOUT", "60s"}};
+  expect_all_ok(run_ranks(
+      4,
+      [](int me, int) {
+        setenv("IBCOLL_NODE", me < 2 ? "pretend-node-0" : "pretend-node-1", 1);
+        if (me >= 2) setenv("IBCOLL_FAULT", "node-calibration", 1);
+        const auto start = std::chrono::steady_clock::now();
+        ibcoll_context_t context = nullptr;
+        const ibcoll_status_t s = ibcoll_init(&context);
+        const auto took = std::chrono::steady_clock::now() - start;
+        RANK_CHECK(s != IBCOLL_SUCCESS && !context, "init went on without the second node");
+        RANK_CHECK((std::strstr(ibcoll_last_error(), "failed on rank 2") ||
+                    std::strstr(ibcoll_last_error(), "failed on rank 3")) &&
+                       std::strstr(ibcoll_last_error(), "node calibration"),
+                   ibcoll_last_error());
+        RANK_CHECK(took < std::chrono::seconds(20), "init took its deadline to fail");
+        return 0;
+      },
+      options));
+}
+
 // A rank dies between calls; in the next allreduce (recursive doubling, 4 ranks) rank 0 waits
 // only on rank 2, which waits on the dead rank 3, and rank 0 has never talked to rank 3. Rank 2
 // finds rank 3 dead (keepalives) and says so to the ranks it reaches, so rank 0's call fails in

@@ -1117,5 +1117,58 @@ TEST(VerbsTransport, AnEagerSendCutBetweenItsPartsFailsItsReceive) {
       options));
 }
 
+// A call given up (cancel) before its messages were all taken: those that came early (a
+// message, one in parts, a rendezvous request) leave the receiver's queue with it, and those
+// that come after it are dropped on arrival, so none waits for a receive that will never be
+// posted; each rendezvous request is refused, so its send fails instead of waiting.
+TEST(VerbsTransport, WhatComesForAWithdrawnReceiveIsDropped) {
+  constexpr size_t kParts = 40000;  // five parts of 8 KiB
+  expect_all_ok(run_ranks(2, [](int me, int) {
+    runtime::VerbsEndpoint r;
+    exchange_all_to_all(r, r.channel(), {8});  // connected: requests go out at once
+    std::vector<std::byte> data(kRendezvous, std::byte{1});
+    if (me == 0) {
+      Transfer small, parts, request, later_small, later_request, marker;
+      r.channel().send(1, 5, data.data(), 100, record(small));
+      r.channel().send(1, 6, data.data(), kParts, record(parts));
+      r.channel().send(1, 7, data.data(), kRendezvous, record(request));
+      r.wait(
+          [&] { return small.done && parts.done && r.channel().counters().rendezvous_sent == 1; },
+          "the early messages");
+      r.bootstrap().barrier("withdrawn");
+      r.channel().send(1, 8, data.data(), 100, record(later_small));
+      r.channel().send(1, 9, data.data(), kRendezvous, record(later_request));
+      r.channel().send(1, 10, data.data(), 8, record(marker));
+      r.wait([&] { return request.done && later_request.done && later_small.done && marker.done; },
+             "the sends");
+      for (const Transfer* refused : {&request, &later_request}) {
+        RANK_CHECK(refused->status.code() == Code::peer_failed &&
+                       refused->status.message().find("receiver gave") != std::string::npos,
+                   refused->status.to_string());
+      }
+      RANK_CHECK(small.status.ok() && parts.status.ok() && later_small.status.ok(),
+                 "an eager send failed");
+    } else {
+      r.wait([&] { return r.channel().counters().early_arrivals == 3; }, "three early arrivals");
+      r.channel().cancel(5, 9);
+      RANK_CHECK(r.channel().counters().early_arrivals == 0,
+                 std::to_string(r.channel().counters().early_arrivals) +
+                     " early arrivals of a withdrawn call left");
+      r.bootstrap().barrier("withdrawn");
+      std::vector<std::byte> marker(8);
+      Transfer got;
+      r.channel().recv(0, 10, marker.data(), marker.size(), record(got));
+      r.wait([&] { return got.done; }, "the message after");
+      poll_for(r.channel(), std::chrono::milliseconds(300));  // the refusal goes out
+      RANK_CHECK(got.status.ok(), got.status.to_string());
+      RANK_CHECK(r.channel().counters().early_arrivals == 0,
+                 std::to_string(r.channel().counters().early_arrivals) +
+                     " messages for a withdrawn call kept after it");
+    }
+    r.bootstrap().barrier("end");
+    return 0;
+  }));
+}
+
 }  // namespace
 }  // namespace ibcoll::testing

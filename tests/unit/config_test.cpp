@@ -129,6 +129,7 @@ TEST(Config, BadValuesNameTheirVariable) {
     expect_error_naming({{"IBCOLL_COMM_IDS", text}}, "IBCOLL_COMM_IDS");
   for (const char* text : {"single_copy", "single_copy=fast", "slots=early,", "cma=wins"})
     expect_error_naming({{"IBCOLL_CALIBRATION_PRETEND", text}}, "IBCOLL_CALIBRATION_PRETEND");
+  expect_error_naming({{"IBCOLL_FAULT", "node_calibration"}}, "IBCOLL_FAULT");
 }
 
 // The node-local allreduce thresholds: measured unless set (auto, the default); set, taken as

@@ -4,7 +4,8 @@
 // the read: a rank whose receive is done may go off and compute for an hour.
 // The entry is also where the two agree on who has the sender's memory: the receiver claims
 // it (pending -> reading) before it reads, and a sender that gives the message up withdraws it
-// (pending -> withdrawn) before its caller takes the buffer back; only one of them wins.
+// (pending -> withdrawn) before its caller takes the buffer back; only one of them wins. A
+// receiver that will never read it declines it the same way.
 #pragma once
 
 #include <atomic>
@@ -37,6 +38,9 @@ class Answers {
   // now names another process): withdrawn, unless the receiver answered meanwhile (then that
   // answer). The receiver's late answer then fails, and it drops what it read.
   Answer abandon(uint64_t id) const { return change(id, reading, withdrawn); }
+  // Receiver, for a message it will never read (its receive was withdrawn): withdrawn, unless
+  // the sender withdrew it first. The sender's send then fails.
+  void decline(uint64_t id) const { change(id, pending, withdrawn); }
   // Receiver: after the read (or the failed attempt); false if the sender abandoned it
   // meanwhile, so what was read may not be the message.
   bool answer(uint64_t id, Answer answer) const { return change(id, reading, answer) == answer; }

@@ -160,6 +160,12 @@ void ShmChannel::cancel(uint64_t first, uint64_t last) {
   const auto drop = [](PostedRecv& r) { r = PostedRecv{nullptr, 0, {}, r.tag}; };
   matches_.remove_posted(first, last,
                          [this](int peer) { --peers_[static_cast<size_t>(peer)].waiting; });
+  // What came early for them will never be taken, nor what still comes: dropped, and a
+  // rendezvous declined, so that its sender stops waiting.
+  withdrawn_tags_.add(first, last);
+  matches_.remove_unexpected(first, last, [this](int peer, uint64_t, Arrival& a) {
+    if (a->remote) peers_[static_cast<size_t>(peer)].answers_to_peer.decline(a->remote->id);
+  });
   for (int peer = 0; peer < size_; ++peer) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (peer == rank_ || p.failed) continue;  // a failed peer's operations have ended
@@ -343,6 +349,8 @@ int ShmChannel::collect_answers(int peer) {
     SendOp op = std::move(it->second);
     if (answer == Answers::done) {
       completions_.add(std::move(op.done), Status(), op.length);
+    } else if (answer == Answers::withdrawn) {  // declined: its receive was withdrawn
+      completions_.add(std::move(op.done), withdrawn(peer), 0);
     } else {
       p.single_copy = false;  // it cannot read us: copy this and later messages through
       p.outgoing.push_back(
@@ -371,6 +379,8 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
       if (auto posted = matches_.take_posted({peer, header.tag})) {
         --p.waiting;
         read_remote(peer, remote, std::move(*posted));
+      } else if (withdrawn_tags_.contains(header.tag)) {
+        p.answers_to_peer.decline(remote.id);
       } else {
         auto arrival = new_arrival();
         arrival->remote = remote;
@@ -445,6 +455,8 @@ void ShmChannel::on_data(int peer, const FragmentHeader& header, const std::byte
     if (auto posted = matches_.take_posted({peer, header.tag})) {
       --p.waiting;
       in.posted = std::move(*posted);
+    } else if (withdrawn_tags_.contains(header.tag)) {
+      in.posted = PostedRecv{nullptr, 0, {}, header.tag};  // its fragments are dropped
     } else {
       in.unexpected = new_arrival();
       try {

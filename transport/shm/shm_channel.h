@@ -41,6 +41,7 @@
 #include "transport/channel.h"
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
+#include "transport/message_pool.h"
 #include "transport/pooled_bytes.h"
 #include "transport/shm/answers.h"
 #include "transport/shm/fragment.h"
@@ -48,6 +49,7 @@
 #include "transport/shm/ring.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/slot_region.h"
+#include "transport/withdrawn_tags.h"
 
 namespace ibcoll::transport::shm {
 
@@ -83,6 +85,9 @@ class ShmChannel final : public Channel {
   }
   void tell_peers_gone(uint32_t job_rank, Code code) override;
   int poll() override;
+  // Messages waiting for their receive now, and the heap memory their pool holds.
+  size_t early_arrivals() const { return matches_.unexpected_count(); }
+  size_t early_arrival_bytes() const { return early_arrivals_.held_bytes(); }
   // The flag/slot region of the node's segment, for node-local collectives.
   const SlotRegion& slots() const { return slots_; }
   const SharedSegment& segment() const { return segment_; }
@@ -194,7 +199,8 @@ class ShmChannel final : public Channel {
   SlotRegion slots_;
   // The early arrivals (their records and bytes), kept from one message to the next: a steady
   // stream of them allocates nothing. Declared before the peers and the queues that hold them.
-  std::pmr::unsynchronized_pool_resource early_arrivals_{kMessagePool};
+  MessagePool early_arrivals_;
+  WithdrawnTags withdrawn_tags_;  // what arrives for these is dropped
   std::vector<Peer> peers_;
   std::vector<int> polled_;             // the peers poll() visits
   std::vector<uint64_t> seen_senders_;  // our bitmap of senders as last read

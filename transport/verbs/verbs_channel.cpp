@@ -577,6 +577,8 @@ ChannelCounters VerbsChannel::counters() const {
   }
   c.registration_hits = registrations_->stats().hits;
   c.registration_misses = registrations_->stats().misses;
+  c.early_arrivals = matches_.unexpected_count();
+  c.early_arrival_bytes = early_arrivals_.held_bytes();
   return c;
 }
 

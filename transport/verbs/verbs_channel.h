@@ -29,6 +29,7 @@
 #include "transport/channel.h"
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
+#include "transport/message_pool.h"
 #include "transport/peer_map.h"
 #include "transport/pooled_bytes.h"
 #include "transport/verbs/completion_queue.h"
@@ -41,6 +42,7 @@
 #include "transport/verbs/receive_queue.h"
 #include "transport/verbs/xrc_domain.h"
 #include "transport/wire.h"
+#include "transport/withdrawn_tags.h"
 
 namespace ibcoll::transport::verbs {
 
@@ -61,6 +63,8 @@ struct ChannelCounters {
   uint64_t failed_peers = 0;
   uint64_t rdma_writes_in_flight = 0;  // chunks posted and not yet complete
   uint64_t registration_hits = 0, registration_misses = 0;
+  uint64_t early_arrivals = 0;       // messages waiting for their receive now
+  uint64_t early_arrival_bytes = 0;  // the heap memory their pool holds now
 };
 
 class VerbsChannel final : public Channel, private ConnectionManager::Listener {
@@ -251,6 +255,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void add_part(int peer, const std::byte* part, size_t length);
   void start_rendezvous_recv(int peer, PostedRecv recv, uint64_t tag, uint32_t send_id,
                              uint64_t offered);
+  // Answers a rendezvous request for a withdrawn receive with a refusal.
+  void refuse_withdrawn(int peer, uint64_t tag, uint32_t send_id);
   // cancel(), one half each.
   void withdraw_receives(uint64_t first, uint64_t last);
   void withdraw_sends(uint64_t first, uint64_t last);
@@ -323,11 +329,13 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   uint32_t unsignaled_ = 0;  // unsignaled sends holding send slots, over all peers
   CreditLedger credits_;
   // Every message has a record here while it is under way, and an eager one that arrives before
-  // its receive its payload; the pool keeps the freed blocks for the next messages (a node per
-  // send, a vector per early arrival, from the heap were the message path's last allocations).
-  // Declared before the peers and queues that hold them.
+  // its receive its payload in early_arrivals_; the pools keep the freed blocks for the next
+  // messages (a node per send, a vector per early arrival, from the heap were the message
+  // path's last allocations). Declared before the peers and queues that hold them.
   std::pmr::unsynchronized_pool_resource message_records_{kMessagePool};
-  PeerMap<Peer> peers_;  // the peers dealt with, never every rank of the job
+  MessagePool early_arrivals_;
+  WithdrawnTags withdrawn_tags_;  // what arrives for these is dropped
+  PeerMap<Peer> peers_;           // the peers dealt with, never every rank of the job
   std::unordered_map<uint32_t, SendQueue> queues_;  // by QP number: one per connected peer or node
   std::vector<int> peers_to_visit_;                 // on_tick's list (a visit may fail a peer)
   std::vector<int> sharing_;                        // pump_sharing's list (a pump may fail a peer)

@@ -95,8 +95,8 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
       } else if (auto posted = matches_.take_posted({peer, header->tag})) {
         --p.open_ops;
         deliver_eager(peer, *posted, body, header->length);
-      } else {
-        PooledBytes payload(message_records_, header->length);
+      } else if (!withdrawn_tags_.contains(header->tag)) {
+        PooledBytes payload(early_arrivals_, header->length);
         if (header->length) std::memcpy(payload.data(), body, header->length);
         matches_.add_unexpected({peer, header->tag},
                                 Arrival{wire::Type::eager, std::move(payload)});
@@ -126,6 +126,8 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
         --p.open_ops;
         start_rendezvous_recv(peer, std::move(*posted), header->tag, request.send_id,
                               header->length);
+      } else if (withdrawn_tags_.contains(header->tag)) {
+        refuse_withdrawn(peer, header->tag, request.send_id);
       } else {
         matches_.add_unexpected({peer, header->tag},
                                 Arrival{wire::Type::rts, {}, request.send_id, header->length});
@@ -200,7 +202,9 @@ void VerbsChannel::start_assembly(int peer, uint64_t tag, size_t total) {
   Peer& p = peers_[peer];
   Assembly& a = p.assembly.emplace(Assembly{tag, total, 0, std::nullopt, {}});
   a.posted = matches_.take_posted({peer, tag});
-  if (!a.posted) a.held = PooledBytes(message_records_, total);
+  if (a.posted) return;
+  a.dropped = withdrawn_tags_.contains(tag);
+  if (!a.dropped) a.held = PooledBytes(early_arrivals_, total);
 }
 
 void VerbsChannel::add_part(int peer, const std::byte* part, size_t length) {
@@ -253,6 +257,24 @@ void VerbsChannel::start_rendezvous_recv(int peer, PostedRecv recv, uint64_t tag
   ++p.open_ops;
   p.outgoing.push_back({Outgoing::Step::rendezvous_reply, id});
   pump(peer);
+}
+
+void VerbsChannel::refuse_withdrawn(int peer, uint64_t tag, uint32_t send_id) {
+  const uint32_t id = new_id();
+  rendezvous_.emplace(id, RendezvousRecv{peer,
+                                         tag,
+                                         nullptr,
+                                         0,
+                                         0,
+                                         send_id,
+                                         {},
+                                         nullptr,
+                                         true,
+                                         wire::Refusal::withdrawn,
+                                         false,
+                                         0});
+  ++peers_[peer].open_ops;
+  peers_[peer].outgoing.push_back({Outgoing::Step::rendezvous_reply, id});
 }
 
 }  // namespace ibcoll::transport::verbs

@@ -29,13 +29,22 @@ Status VerbsChannel::withdrawn(int peer, const char* who) {
 // withdraw.
 void VerbsChannel::withdraw_receives(uint64_t first, uint64_t last) {
   matches_.remove_posted(first, last, [this](int peer) { --peers_[peer].open_ops; });
-  peers_.for_each([&](int, Peer& p) {  // a receive filling up part by part: the rest is dropped
-    if (!p.assembly || !p.assembly->posted || !in_range(p.assembly->tag, first, last)) return;
-    p.assembly->posted.reset();
-    p.assembly->dropped = true;
-    --p.open_ops;
-  });
+  // What came early for them will never be taken, nor what still comes: dropped, and a
+  // request for a rendezvous refused, so that its sender stops waiting.
+  withdrawn_tags_.add(first, last);
   std::vector<int> touched;
+  matches_.remove_unexpected(first, last, [&](int peer, uint64_t tag, Arrival& a) {
+    if (a.type != wire::Type::rts || a.withdrawn) return;
+    refuse_withdrawn(peer, tag, a.send_id);
+    touched.push_back(peer);
+  });
+  peers_.for_each([&](int, Peer& p) {  // a message arriving part by part: the rest is dropped
+    if (!p.assembly || !in_range(p.assembly->tag, first, last)) return;
+    if (p.assembly->posted) --p.open_ops;
+    p.assembly->posted.reset();
+    p.assembly->held = {};
+    p.assembly->dropped = true;
+  });
   for (auto it = rendezvous_.begin(); it != rendezvous_.end();) {
     RendezvousRecv& r = it->second;
     if (!in_range(r.tag, first, last) || r.refused) {  // a refused one has ended already
