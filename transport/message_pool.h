@@ -48,9 +48,7 @@ class MessagePool final : public std::pmr::memory_resource {
     pool_.deallocate(block, bytes, alignment);
     if (--in_use_ == 0 && heap_.held > kKeptBytes) pool_.release();
   }
-  bool do_is_equal(const memory_resource& other) const noexcept override {
-    return this == &other;
-  }
+  bool do_is_equal(const memory_resource& other) const noexcept override { return this == &other; }
 
   CountedHeap heap_;  // before the pool, which gives its blocks back to it
   std::pmr::unsynchronized_pool_resource pool_{kMessagePool, &heap_};

@@ -324,6 +324,7 @@ TEST(Collectives, AMemberThatFreesFirstLeavesTheSlotSetToTheLateOnes) {
     RANK_CHECK(data == std::vector<int32_t>(100, 42), "the late members did not get the data");
     return 0;
   }));
+  meeting_over("root-done", {0, 1, 2});
 }
 
 // The node's shared segment takes memory for what its ranks use, not for its size: its file is

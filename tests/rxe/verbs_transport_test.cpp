@@ -121,8 +121,9 @@ TEST(VerbsTransport, AllToAllOverRdmaCm) {
 // there are more senders than credits the receiver took some back to lend in turn. A sender
 // that is done keeps polling until the receiver says it has everything, as a rank waiting in a
 // call does: with more peers than credits, the credits it holds come back only through its
-// progress. (Whether the queue ever ran dry, RNR retries hide from the senders; the device's RNR
-// counter says it did, a few times: docs/architecture.md, "Credits".)
+// progress. Whether the queue could have run dry, RNR retries would hide from the senders: the
+// receiver counts every credit it sent while fewer buffers were posted than credits were out
+// (a ledger that over-lends, or credits returned ahead of their buffers), and there must be none.
 void many_to_one(int srq_depth, int messages, RankOptions options) {
   constexpr size_t kBytes = 32;
   options.environment["IBCOLL_SRQ_DEPTH"] = std::to_string(srq_depth);
@@ -159,6 +160,9 @@ void many_to_one(int srq_depth, int messages, RankOptions options) {
           RANK_CHECK(c.srq_depth == uint64_t(srq_depth),
                      "SRQ depth " + std::to_string(c.srq_depth));
           RANK_CHECK(c.credit_messages > 0, "no credit was returned");
+          RANK_CHECK(c.credit_overdrafts == 0,
+                     std::to_string(c.credit_overdrafts) +
+                         " credits sent with fewer buffers posted than credits out");
           if (uint64_t(srq_depth) * 3 / 4 < 7) {
             RANK_CHECK(c.credit_recalls > 0, "more senders than credits, and none taken back");
           }

@@ -12,10 +12,6 @@
 namespace ibcoll::transport::verbs {
 namespace {
 constexpr size_t kPage = 4096;
-// Released buffers are posted again in batches of this many, or of one more than a sixteenth of
-// the queue if less: what a batch holds back must stay well inside the quarter of the queue that no
-// credit stands for, or a small queue lends more credits than it has buffers posted.
-constexpr uint32_t kRefillBatch = 16;
 }  // namespace
 
 SharedReceiveQueue::SharedReceiveQueue(ibv_context* context, ibv_pd* pd, uint32_t depth,
@@ -56,7 +52,7 @@ SharedReceiveQueue::SharedReceiveQueue(ibv_context* context, ibv_pd* pd, uint32_
     mr_ = register_memory(pd, raw, bytes, Access::device_writes);
     for (uint32_t i = 0; i < depth_; ++i)
       released_.push_back(i);
-    refill(true);
+    refill();
     arm_limit();
   } catch (...) {
     destroy_srq();
@@ -83,11 +79,8 @@ uint32_t SharedReceiveQueue::srq_num() const {
   return num;
 }
 
-int SharedReceiveQueue::refill(bool force) {
-  const size_t batch = std::min<size_t>(kRefillBatch, depth_ / 16 + 1);
-  if (released_.empty() || (!force && released_.size() < batch && posted_ > depth_ / 4)) {
-    return 0;
-  }
+int SharedReceiveQueue::refill() {
+  if (released_.empty()) return 0;
   wrs_.resize(released_.size());  // members, so a warm refill allocates nothing
   sges_.resize(released_.size());
   for (size_t i = 0; i < released_.size(); ++i) {
@@ -114,7 +107,7 @@ int SharedReceiveQueue::refill(bool force) {
 void SharedReceiveQueue::on_limit_reached() {
   ++limit_events_;
   IBCOLL_LOG(debug, "SRQ limit reached (" << posted_ << " of " << depth_ << " posted)");
-  refill(true);
+  refill();
   arm_limit();
 }
 

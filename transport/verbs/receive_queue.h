@@ -1,7 +1,7 @@
 // SharedReceiveQueue: the one SRQ of a process (basic, or XRC when the domain has it) with its
-// slab of registered receive buffers. Consumed buffers are released back and reposted in
-// batches from the poll loop; the SRQ limit event is armed as a backstop for a poll loop that
-// falls behind.
+// slab of registered receive buffers. Consumed buffers are released back and reposted at the
+// end of each poll that consumed any (before their credits go back); the SRQ limit event is
+// armed as a backstop for a poll loop that falls behind.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -35,8 +35,8 @@ class SharedReceiveQueue {
   // A completion consumed buffer `index`; it stays owned by the caller until release().
   void consumed() { --posted_; }
   void release(uint32_t index) { released_.push_back(index); }
-  // Reposts released buffers in one chain once enough have gathered (or `force`).
-  int refill(bool force);
+  // Reposts the released buffers, in one chain.
+  int refill();
   // IBV_EVENT_SRQ_LIMIT_REACHED arrived: refill now and arm again.
   void on_limit_reached();
 

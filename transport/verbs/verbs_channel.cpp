@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "base/log.h"
 #include "transport/verbs/rdmacm_connector.h"
@@ -37,6 +38,7 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
       rank_(rank),
       size_(size),
       credits_(lent_credits(options), options.credits) {
+  credits_home_.reserve(kPollBatch);  // a completion adds one at most
   if (size < 1)
     throw Error(Code::invalid_argument, "size: must be at least 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size) {
@@ -212,9 +214,28 @@ void VerbsChannel::cancel(uint64_t first, uint64_t last) {
 int VerbsChannel::poll() {
   ibv_wc wc[kPollBatch];
   const int n = cq_->poll(wc, kPollBatch);
-  for (int i = 0; i < n; ++i)
-    handle(wc[i]);
-  if (n > 0) srq_->refill(false);
+  {
+    struct Hold {  // released however handling ends
+      bool& holding;
+      ~Hold() { holding = false; }
+    } hold{holding_credits_ = true};
+    for (int i = 0; i < n; ++i)
+      handle(wc[i]);
+  }
+  if (n > 0) srq_->refill();
+  // The consumed buffers are posted again: only now may credits go out (before, a credit could
+  // come back to a sender ahead of its buffer, and the sender's next message find the queue
+  // empty: an RNR NAK, and a queue that may stay dry while its process computes).
+  if (!credits_home_.empty() || !owed_while_holding_.empty()) {
+    for (int peer : credits_home_)
+      credit_came_home(peer);
+    for (const auto* peers : {&credits_home_, &owed_while_holding_}) {
+      for (int peer : *peers)
+        if (peers_[peer].credits_to_return > 0) pump(peer);
+    }
+    credits_home_.clear();
+    owed_while_holding_.clear();
+  }
   if (starved_) {  // slots or CQ room came back: every peer may have something waiting
     starved_ = false;
     known_peers(starved_peers_);
@@ -348,6 +369,7 @@ void VerbsChannel::acknowledged(int peer, bool probe) {
 uint32_t VerbsChannel::credits_for(int peer) {
   (void)peers_[peer];  // a peer with a link has state here: a device failure reaches it
   const uint32_t grant = credits_.open(peer, now_);
+  check_credits_backed();
   tell_credit_notices();
   return grant;
 }
@@ -360,6 +382,8 @@ void VerbsChannel::tell_credit_notices() {
   for (const CreditLedger::Notice& n : told) {
     Peer& p = peers_[n.peer];
     p.credits_to_return += n.grant;
+    credits_owed_ += n.grant;
+    if (holding_credits_ && n.grant > 0) owed_while_holding_.push_back(n.peer);
     p.credits_to_recall += n.recall;
     pump(n.peer);
   }
@@ -402,6 +426,7 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
   p.outgoing.clear();
   p.notices.clear();
   p.open_ops = 0;
+  credits_owed_ -= std::exchange(p.credits_to_return, 0);  // the ledger takes them home
   connector_->forget(peer);
   ++counters_.failed_peers;
   IBCOLL_LOG(warn, "peer " << peer << " failed: " << status.message());

@@ -57,6 +57,9 @@ struct ChannelCounters {
   uint64_t credit_stalls = 0;    // times a send waited for credits
   uint64_t credit_messages = 0;  // explicit credit returns sent
   uint64_t credit_recalls = 0;   // peers asked to give back unused credits (CreditLedger)
+  // Credits sent while fewer SRQ buffers were posted than credits were out (lent, and not owed
+  // back here): a credited message could have found the queue empty. Never, by construction.
+  uint64_t credit_overdrafts = 0;
   uint64_t keepalives_sent = 0;
   uint64_t handshake_retries = 0;
   uint64_t srq_limit_events = 0;
@@ -236,6 +239,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   // What the ledger decided for other peers than the one at hand: grants and recalls to send.
   void tell_credit_notices();
   void credit_came_home(int peer);
+  // Credits are about to leave: counts an overdraft (see ChannelCounters).
+  void check_credits_backed();
 
   void ensure_connected(int peer);
   void handle(const ibv_wc& wc);
@@ -328,6 +333,12 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   uint32_t cq_in_flight_ = 0;
   uint32_t unsignaled_ = 0;  // unsignaled sends holding send slots, over all peers
   CreditLedger credits_;
+  // While a poll handles its completions, no credit leaves: the buffers they consumed are
+  // posted again first. Peers whose credited messages it consumed (one entry each: their
+  // credits come home after the refill), and peers owed credits meanwhile (to pump after it).
+  bool holding_credits_ = false;
+  std::vector<int> credits_home_, owed_while_holding_;
+  uint32_t credits_owed_ = 0;  // the peers' credits_to_return, in all
   // Every message has a record here while it is under way, and an eager one that arrives before
   // its receive its payload in early_arrivals_; the pools keep the freed blocks for the next
   // messages (a node per send, a vector per early arrival, from the heap were the message

@@ -34,7 +34,7 @@ void VerbsChannel::on_receive(const ibv_wc& wc) {
   p.last_heard = now_;
   ++counters_.messages_received;
   if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-    credit_came_home(peer);
+    credits_home_.push_back(peer);
     auto it = rendezvous_.find(ntohl(wc.imm_data));
     if (it != rendezvous_.end() && it->second.peer == peer && !it->second.refused) {
       RendezvousRecv& r = it->second;
@@ -61,14 +61,19 @@ void VerbsChannel::on_receive(const ibv_wc& wc) {
   pump(peer);
 }
 
-// One of the peer's credited messages was consumed: its credit goes back to the peer, or to
-// the ledger's pool (and on to peers waiting for one).
+// One of the peer's credited messages was consumed, and its buffer is posted again: its credit
+// goes back to the peer, or to the ledger's pool (and on to peers waiting for one).
 void VerbsChannel::credit_came_home(int peer) {
   if (credits_.came_home(peer, now_)) {
     ++peers_[peer].credits_to_return;
+    ++credits_owed_;
   } else {
     tell_credit_notices();
   }
+}
+
+void VerbsChannel::check_credits_backed() {
+  if (credits_.lent_in_all() - credits_owed_ > srq_->posted()) ++counters_.credit_overdrafts;
 }
 
 void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
@@ -79,7 +84,7 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
   }
   Peer& p = peers_[peer];
   p.send_credits += header->credits;
-  if (is_credited(header->type)) credit_came_home(peer);
+  if (is_credited(header->type)) credits_home_.push_back(peer);
   const std::byte* body = bytes + kHeaderBytes;
 
   switch (header->type) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "base/log.h"
 #include "transport/verbs/verbs_channel.h"
@@ -40,8 +41,8 @@ void VerbsChannel::pump(int peer) {
   if (p.failed) return;
   // Credits go back once half of what the peer was lent waits here: at once for one lent
   // little (a turn from the pool), in batches for one lent many.
-  if (p.credits_to_return > 0 && p.credits_to_return * 2 >= credits_.lent(peer) &&
-      post_control(peer, wire::Type::credit)) {
+  if (p.credits_to_return > 0 && !holding_credits_ &&
+      p.credits_to_return * 2 >= credits_.lent(peer) && post_control(peer, wire::Type::credit)) {
     ++counters_.credit_messages;
   }
   if (p.credits_to_recall > 0 &&
@@ -294,7 +295,7 @@ bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, con
   std::byte* bytes = send_slab_.get() + size_t{slot} * slot_size_;
   wire::MessageHeader h = header;
   h.source = static_cast<uint32_t>(rank_);
-  h.credits = p.credits_to_return;
+  h.credits = holding_credits_ ? 0 : p.credits_to_return;
   std::memcpy(bytes, &h, kHeaderBytes);
   if (body_size) std::memcpy(bytes + kHeaderBytes, body, body_size);
   if (payload_size) std::memcpy(bytes + kHeaderBytes + body_size, payload, payload_size);
@@ -316,7 +317,10 @@ bool VerbsChannel::post_message(int peer, const wire::MessageHeader& header, con
   slots_[slot] = peer;
   queue.unacked.push_back({wr.wr_id, signaled});
   unsignaled_ += !signaled;
-  p.credits_to_return = 0;
+  if (h.credits > 0) {
+    credits_owed_ -= std::exchange(p.credits_to_return, 0);
+    check_credits_backed();
+  }
   ++queue.in_flight;
   ++cq_in_flight_;
   ++counters_.messages_sent;
