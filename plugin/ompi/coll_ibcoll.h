@@ -16,7 +16,9 @@
  * it and the component's shared state. Under the lock the component never calls anything of
  * Open MPI's that may block or come back into the component; ibcoll's waits release it around
  * opal_progress, so other threads (and Open MPI's progress callbacks, which may start
- * collectives) get their turn. Open MPI's progress loop only tries the lock. */
+ * collectives) get their turn. Open MPI's progress loop only tries the lock. Below
+ * MPI_THREAD_MULTIPLE one thread at a time is in MPI, so the lock is a flag: it keeps what the
+ * lock says (held or not) without a mutex's atomic operations on every call. */
 #ifndef MCA_COLL_IBCOLL_H
 #define MCA_COLL_IBCOLL_H
 
@@ -168,6 +170,9 @@ bool mca_coll_ibcoll_round_test(mca_coll_ibcoll_round_t* round, ompi_communicato
 /* coll_ibcoll_context.c */
 /* Starts the process's ibcoll context over MPI_COMM_WORLD (its module, enabled). */
 int mca_coll_ibcoll_start(mca_coll_ibcoll_module_t* world);
+/* Whether threads call MPI at once (MPI_THREAD_MULTIPLE): the lock is then a mutex. Set once,
+ * before any call. */
+void mca_coll_ibcoll_threads_at_once(bool at_once);
 void mca_coll_ibcoll_lock(void);
 bool mca_coll_ibcoll_trylock(void);
 void mca_coll_ibcoll_unlock(void);

@@ -110,7 +110,7 @@ static int ibcoll_close(void) {
 }
 
 static int ibcoll_init_query(bool enable_progress_threads, bool enable_mpi_threads) {
-  (void)enable_progress_threads;
-  (void)enable_mpi_threads; /* calls are serialised by the component's lock */
+  /* MPI_THREAD_MULTIPLE, or a progress thread of Open MPI's own that may run our callback */
+  mca_coll_ibcoll_threads_at_once(enable_mpi_threads || enable_progress_threads);
   return mca_coll_ibcoll_component.enable ? OMPI_SUCCESS : OMPI_ERR_NOT_AVAILABLE;
 }

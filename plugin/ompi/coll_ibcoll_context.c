@@ -13,18 +13,34 @@
 #include "opal/util/output.h"
 
 static pthread_mutex_t ibcoll_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool threads_at_once = true;       /* until Open MPI says otherwise */
+static bool held;                         /* the lock, while one thread at a time calls */
 static mca_coll_ibcoll_module_t* tracked; /* modules that may hold an ibcoll communicator */
 static int finalize_keyval = MPI_KEYVAL_INVALID;
 static __thread bool inside_progress; /* this thread runs the progress callback */
 
+void mca_coll_ibcoll_threads_at_once(bool at_once) {
+  threads_at_once = at_once;
+}
 void mca_coll_ibcoll_lock(void) {
-  pthread_mutex_lock(&ibcoll_lock);
+  if (threads_at_once) {
+    pthread_mutex_lock(&ibcoll_lock);
+  } else {
+    held = true;
+  }
 }
 bool mca_coll_ibcoll_trylock(void) {
-  return pthread_mutex_trylock(&ibcoll_lock) == 0;
+  if (threads_at_once) return pthread_mutex_trylock(&ibcoll_lock) == 0;
+  if (held) return false;
+  held = true;
+  return true;
 }
 void mca_coll_ibcoll_unlock(void) {
-  pthread_mutex_unlock(&ibcoll_lock);
+  if (threads_at_once) {
+    pthread_mutex_unlock(&ibcoll_lock);
+  } else {
+    held = false;
+  }
 }
 void mca_coll_ibcoll_inside_progress(bool inside) {
   inside_progress = inside;
@@ -158,7 +174,9 @@ int mca_coll_ibcoll_start(mca_coll_ibcoll_module_t* world) {
   const int rank = ompi_comm_rank(world->comm), next = (rank + 1) % ompi_comm_size(world->comm);
   const char* timeout = getenv("IBCOLL_TIMEOUT");
   opal_output_verbose(10, c->output,
-                      "coll:ibcoll: rank %d started ibcoll: %s to rank %d; IBCOLL_TIMEOUT %s", rank,
-                      ibcoll_transport(everyone, next), next, timeout ? timeout : "(default)");
+                      "coll:ibcoll: rank %d started ibcoll: %s to rank %d; IBCOLL_TIMEOUT %s; %s",
+                      rank, ibcoll_transport(everyone, next), next, timeout ? timeout : "(default)",
+                      threads_at_once ? "calls serialised by a mutex (MPI_THREAD_MULTIPLE)"
+                                      : "one thread calls at a time (no mutex)");
   return OMPI_SUCCESS;
 }

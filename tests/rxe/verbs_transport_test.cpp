@@ -110,9 +110,15 @@ TEST(VerbsTransport, AllToAllEightRanksWithRegistrationCache) {
 }
 
 // The same exchange with connections made through librdmacm; every rank connects to every
-// other at once, so simultaneous connects from both sides are exercised too.
+// other at once, so simultaneous connects from both sides are exercised too. Under
+// AddressSanitizer without the 16 MiB messages (two thirds of its 65 s there): their chunks
+// take the 1 MiB message's paths, and the connections are what this test is for.
 TEST(VerbsTransport, AllToAllOverRdmaCm) {
+#if defined(__SANITIZE_ADDRESS__)
+  expect_all_to_all(3, {0, 1, 8192, 8193, (1 << 20) + 3}, {{"IBCOLL_CM", "rdmacm"}});
+#else
   expect_all_to_all(3, {0, 1, 8192, 8193, (1 << 20) + 3, 16 << 20}, {{"IBCOLL_CM", "rdmacm"}});
+#endif
 }
 
 // Seven senders push `messages` small messages each into one receiver whose SRQ holds
