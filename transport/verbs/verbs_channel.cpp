@@ -39,6 +39,7 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
       size_(size),
       credits_(lent_credits(options), options.credits) {
   credits_home_.reserve(kPollBatch);  // a completion adds one at most
+  owed_while_holding_.reserve(kPollBatch);
   if (size < 1)
     throw Error(Code::invalid_argument, "size: must be at least 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size) {
@@ -222,20 +223,20 @@ int VerbsChannel::poll() {
     for (int i = 0; i < n; ++i)
       handle(wc[i]);
   }
-  if (n > 0) srq_->refill();
+  // (Credits still held: a refill threw last time, and must be done before they go.)
+  if (n > 0 || !credits_home_.empty()) srq_->refill();
   // The consumed buffers are posted again: only now may credits go out (before, a credit could
   // come back to a sender ahead of its buffer, and the sender's next message find the queue
   // empty: an RNR NAK, and a queue that may stay dry while its process computes).
-  if (!credits_home_.empty() || !owed_while_holding_.empty()) {
-    for (int peer : credits_home_)
-      credit_came_home(peer);
-    for (const auto* peers : {&credits_home_, &owed_while_holding_}) {
-      for (int peer : *peers)
-        if (peers_[peer].credits_to_return > 0) pump(peer);
-    }
-    credits_home_.clear();
-    owed_while_holding_.clear();
+  while (!credits_home_.empty()) {  // one by one: what is left is what has not come home yet
+    const int peer = credits_home_.back();
+    credits_home_.pop_back();
+    owed_while_holding_.push_back(peer);
+    credit_came_home(peer);
   }
+  for (int peer : owed_while_holding_)
+    if (peers_[peer].credits_to_return > 0) pump(peer);
+  owed_while_holding_.clear();
   if (starved_) {  // slots or CQ room came back: every peer may have something waiting
     starved_ = false;
     known_peers(starved_peers_);

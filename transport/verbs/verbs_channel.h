@@ -335,7 +335,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   CreditLedger credits_;
   // While a poll handles its completions, no credit leaves: the buffers they consumed are
   // posted again first. Peers whose credited messages it consumed (one entry each: their
-  // credits come home after the refill), and peers owed credits meanwhile (to pump after it).
+  // credits come home after the refill), and peers owed credits meanwhile (pumped after it).
   bool holding_credits_ = false;
   std::vector<int> credits_home_, owed_while_holding_;
   uint32_t credits_owed_ = 0;  // the peers' credits_to_return, in all

@@ -34,7 +34,8 @@ void VerbsChannel::withdraw_receives(uint64_t first, uint64_t last) {
   withdrawn_tags_.add(first, last);
   std::vector<int> touched;
   matches_.remove_unexpected(first, last, [&](int peer, uint64_t tag, Arrival& a) {
-    if (a.type != wire::Type::rts || a.withdrawn) return;
+    // A failed peer hears nothing more (its own failure ended its sends).
+    if (a.type != wire::Type::rts || a.withdrawn || peers_[peer].failed) return;
     refuse_withdrawn(peer, tag, a.send_id);
     touched.push_back(peer);
   });
