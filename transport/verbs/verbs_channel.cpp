@@ -384,7 +384,6 @@ void VerbsChannel::tell_credit_notices() {
     Peer& p = peers_[n.peer];
     p.credits_to_return += n.grant;
     credits_owed_ += n.grant;
-    if (holding_credits_ && n.grant > 0) owed_while_holding_.push_back(n.peer);
     p.credits_to_recall += n.recall;
     pump(n.peer);
   }

@@ -21,6 +21,8 @@ bool VerbsChannel::has_room(int peer, uint32_t wrs) const {
 void VerbsChannel::pump(int peer) {
   Peer& p = peers_[peer];
   if (!p.connected || p.failed) return;
+  // While a poll handles completions, credits wait: the peer is pumped again after it.
+  if (p.credits_to_return > 0 && holding_credits_) owed_while_holding_.push_back(peer);
   if (p.announce) {
     if (!post_control(peer, wire::Type::ready)) return;
     p.announce = false;
@@ -41,8 +43,6 @@ void VerbsChannel::pump(int peer) {
   if (p.failed) return;
   // Credits go back once half of what the peer was lent waits here: at once for one lent
   // little (a turn from the pool), in batches for one lent many.
-  // While a poll handles completions, credits wait: the peer is pumped again after it.
-  if (p.credits_to_return > 0 && holding_credits_) owed_while_holding_.push_back(peer);
   if (p.credits_to_return > 0 && !holding_credits_ &&
       p.credits_to_return * 2 >= credits_.lent(peer) && post_control(peer, wire::Type::credit)) {
     ++counters_.credit_messages;
