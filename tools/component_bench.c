@@ -5,8 +5,12 @@
  * round and the ratio. By default a round times calls back to back (pipelined), and its figure
  * is the slowest rank's average per call; with --osu, as OSU's osu_allreduce / osu_bcast do,
  * each call is timed alone, with a barrier (Open MPI's, on the plain duplicate) after it, and
- * the figure is the ranks' average latency. Start it under mpirun with the component loaded
- * (ci/bench does). Plain MPI: no ibcoll header or library.
+ * the figure is the ranks' average latency. Last, communicators as libraries use them: cycles
+ * of MPI_Comm_dup, one MPI_Allreduce of an int on the duplicate and MPI_Comm_free, duplicating
+ * the plain duplicate (Open MPI's own all through) and the one that keeps the component (its
+ * duplicates map themselves to ibcoll at their first call), the slowest rank's average cycle.
+ * Start it under mpirun with the component loaded (ci/bench does). Plain MPI: no ibcoll header
+ * or library.
  *   usage: component_bench [--max-size BYTES] [--rounds N] [--osu] */
 #include <mpi.h>
 #include <stdio.h>
@@ -61,6 +65,23 @@ static double time_calls(MPI_Comm comm, MPI_Comm between, int osu, int allreduce
   return all;
 }
 
+/* Seconds per cycle of `cycles` dup / allreduce / free cycles on duplicates of `parent` made
+ * with `info` (a duplicate does not inherit its parent's info), the slowest rank's. */
+static double time_communicators(MPI_Comm parent, MPI_Info info, MPI_Comm between, int cycles) {
+  MPI_Barrier(between);
+  const double start = MPI_Wtime();
+  for (int i = 0; i < cycles; ++i) {
+    MPI_Comm comm;
+    MPI_Comm_dup_with_info(parent, info, &comm);
+    int one = 1, sum = 0;
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm);
+    MPI_Comm_free(&comm);
+  }
+  double mine = (MPI_Wtime() - start) / cycles, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, between);
+  return all;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   size_t max_size = 16u << 20;
@@ -83,7 +104,6 @@ int main(int argc, char** argv) {
   MPI_Comm plain, through;
   MPI_Comm_dup_with_info(MPI_COMM_WORLD, without, &plain);
   MPI_Comm_dup(MPI_COMM_WORLD, &through);
-  MPI_Info_free(&without);
 
   char* send = malloc(max_size);
   char* recv = malloc(max_size);
@@ -117,6 +137,18 @@ int main(int argc, char** argv) {
       }
     }
   }
+  double without_ibcoll[kMaxRounds], with_ibcoll[kMaxRounds];
+  time_communicators(plain, without, plain, 20); /* warm both up */
+  time_communicators(through, MPI_INFO_NULL, plain, 20);
+  for (int r = 0; r < rounds; ++r) {
+    without_ibcoll[r] = time_communicators(plain, without, plain, 500);
+    with_ibcoll[r] = time_communicators(through, MPI_INFO_NULL, plain, 500);
+  }
+  if (rank == 0) {
+    const double a = median(without_ibcoll, rounds) * 1e6, b = median(with_ibcoll, rounds) * 1e6;
+    printf("%-10s %10s %14.2f %14.2f %8.2f\n", "comm-cycle", "4", a, b, b / a);
+  }
+  MPI_Info_free(&without);
   free(send);
   free(recv);
   MPI_Comm_free(&plain);

@@ -331,10 +331,11 @@ TEST(Collectives, AMemberThatFreesFirstLeavesTheSlotSetToTheLateOnes) {
 // The node's shared segment takes memory for what its ranks use, not for its size: its file is
 // sparse, so a ring's pages exist once its pair has talked, and a slot set's while a
 // communicator holds it. After start-up, allreduces (slots, staged) and bcasts from one root
-// (by messages: single copy off) up to 1 MiB, at 2 to 16 ranks, it holds at most the world's slot
-// set, two rings per rank (the bcasts' pairs) and two pages per ordered pair (the rings' counters
-// and the rendezvous answers, which every poll reads), where every pair's ring would take L * L *
-// 256 KiB. The figures go to stdout for the record.
+// (by messages: single copy off) up to 1 MiB, at 2 to 16 ranks, it holds at most a slot set's
+// worth (the world's, and the node calibration's, freed and kept warm), two rings per rank (the
+// bcasts' pairs) and two pages per ordered pair (the rings' counters and the rendezvous answers,
+// which every poll reads), where every pair's ring would take L * L * 256 KiB. The figures go to
+// stdout for the record.
 TEST(Collectives, TheSharedSegmentHoldsMemoryForWhatItsRanksUse) {
   RankOptions options;
   options.environment = {{"IBCOLL_SHM_SINGLE_COPY", "0"}};

@@ -45,18 +45,28 @@ class DirectoryLock {
   std::atomic_ref<uint32_t> lock_;
 };
 
-// The lowest set no entry holds, or kNoSet.
-int free_set(const SlotRegion::Directory& directory) {
+// Which sets entries hold.
+std::bitset<SlotRegion::kSets> held_sets(const SlotRegion::Directory& directory) {
   std::bitset<SlotRegion::kSets> held;
-  for (const auto& e : directory.entries)
-    if (e.id_plus_one != 0 && e.set != SlotRegion::kNoSet) held.set(static_cast<size_t>(e.set));
+  for (int e = 0; e < SlotRegion::kEntries; ++e) {
+    if (directory.id_plus_one[e] == 0) continue;
+    if (const int set = directory.entries[e].set; set != SlotRegion::kNoSet)
+      held.set(static_cast<size_t>(set));
+  }
+  return held;
+}
+
+// The lowest set no entry holds, or kNoSet. Freed sets beyond the warm ones give back the
+// highest first, so the lowest free sets are the warm ones.
+int free_set(const SlotRegion::Directory& directory) {
+  const auto held = held_sets(directory);
   for (int s = 0; s < SlotRegion::kSets; ++s)
     if (!held.test(static_cast<size_t>(s))) return s;
   return SlotRegion::kNoSet;
 }
 
-// A set's words that say how far its calls have gone, zeroed for a new communicator (its
-// pages were given back when the last one let go, but not those it shares with a neighbour).
+// A set's words that say how far its calls have gone, zeroed for a new communicator (a warm
+// set keeps its last communicator's; a cold one shares pages with its neighbours).
 void clear(const SlotRegion& region, int set) {
   for (int l = 0; l < region.local_ranks(); ++l) {
     SlotRegion::Slot& slot = region.slot(set, l);
@@ -70,6 +80,7 @@ void clear(const SlotRegion& region, int set) {
 
 // The whole pages of a set's slots go back to the kernel (the segment's file is sparse).
 void give_back(const SlotRegion& region, int set) {
+  region.directory().has_pages[set] = 0;
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(&region.slot(set, 0));
   const auto end = reinterpret_cast<uintptr_t>(&region.slot(set, region.local_ranks() - 1) + 1);
@@ -80,6 +91,21 @@ void give_back(const SlotRegion& region, int set) {
   }
 }
 
+// `set` has just been freed: it stays warm, and the highest warm free set beyond kWarmSets
+// gives its pages back.
+void cool_down(const SlotRegion& region, int set) {
+  auto& directory = region.directory();
+  directory.has_pages[set] = 1;
+  const auto held = held_sets(directory);
+  int warm = 0, highest = SlotRegion::kNoSet;
+  for (int s = 0; s < SlotRegion::kSets; ++s) {
+    if (held.test(static_cast<size_t>(s)) || !directory.has_pages[s]) continue;
+    ++warm;
+    highest = s;
+  }
+  if (warm > SlotRegion::kWarmSets) give_back(region, highest);
+}
+
 }  // namespace
 
 SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
@@ -88,14 +114,15 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
   const auto first = static_cast<uint32_t>(*std::min_element(members.begin(), members.end()));
   const uint64_t digest = digest_of(members);
   DirectoryLock lock(region, local_rank);
-  auto& entries = region.directory().entries;
+  auto& directory = region.directory();
+  auto& entries = directory.entries;
   int free_entry = -1;
   for (int e = 0; e < SlotRegion::kEntries && entry_ < 0; ++e) {
-    if (entries[e].id_plus_one == id + 1 && entries[e].first_member == first &&
+    if (directory.id_plus_one[e] == id + 1 && entries[e].first_member == first &&
         entries[e].stamp == stamp && entries[e].members_digest == digest) {
       entry_ = e;
     }
-    if (entries[e].id_plus_one == 0 && free_entry < 0) free_entry = e;
+    if (directory.id_plus_one[e] == 0 && free_entry < 0) free_entry = e;
   }
   if (entry_ < 0) {
     if (free_entry < 0) {
@@ -105,7 +132,7 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
                       std::to_string(SlotRegion::kEntries) + " live communicators");
     }
     entry_ = free_entry;
-    const int set = free_set(region.directory());
+    const int set = free_set(directory);
     if (set != SlotRegion::kNoSet) clear(region, set);
     auto& entry = entries[entry_];
     entry.first_member = first;
@@ -115,7 +142,8 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
     entry.members = static_cast<uint32_t>(members.size());
     entry.bound = 0;
     entry.let_go = 0;
-    std::atomic_ref<uint32_t>(entry.id_plus_one).store(id + 1, std::memory_order_release);
+    std::atomic_ref<uint32_t>(directory.id_plus_one[entry_])
+        .store(id + 1, std::memory_order_release);
   }
   ++entries[entry_].bound;
   set_ = entries[entry_].set;
@@ -145,12 +173,14 @@ SlotBinding::~SlotBinding() {
 void SlotBinding::release(bool no_more_binders) noexcept {
   if (!region_) return;
   DirectoryLock lock(*region_, local_rank_);
-  auto& entry = region_->directory().entries[entry_];
+  auto& directory = region_->directory();
+  auto& entry = directory.entries[entry_];
   if (no_more_binders) entry.members = entry.bound;
   if (++entry.let_go == entry.members) {
-    std::atomic_ref<uint32_t>(entry.id_plus_one).store(0, std::memory_order_release);
-    if (entry.set != SlotRegion::kNoSet) give_back(*region_, entry.set);
+    std::atomic_ref<uint32_t>(directory.id_plus_one[entry_]).store(0, std::memory_order_release);
+    const int set = entry.set;
     entry = {};
+    if (set != SlotRegion::kNoSet) cool_down(*region_, set);
   }
   region_ = nullptr;
 }

@@ -6,7 +6,8 @@
 // slot; everyone may read it. A rank reads call s - 1's buffers only before it publishes call
 // s + 1, so a member's `ready` of call s - 2 also says that it has read call s - 4, whose
 // buffer call s reuses: no separate "done" flag has to cross cores. The segment's file is
-// sparse: a set takes memory only once a communicator uses it, and gives it back when freed.
+// sparse: a set takes memory only once a communicator uses it, and gives it back when freed
+// (but for kWarmSets freed ones, kept for the next communicators).
 #pragma once
 
 #include <sys/types.h>
@@ -73,12 +74,19 @@ class SlotRegion {
   // the later ones run without slots.
   static constexpr int kEntries = 4 * kSets;
   static constexpr int32_t kNoSet = -1;
+  // Freed sets that keep their pages for the next communicator: making one costs a few stores
+  // instead of page faults on every member (a dup-use-free loop takes the same set each time).
+  // A set freed beyond these gives its pages back, so what freed sets hold stays bounded.
+  static constexpr int kWarmSets = 2;
   struct Directory {
     alignas(64) uint32_t lock;
-    // Written with the id last and freed with the id first, so a holder that dies midway
-    // leaves a free entry or a whole one, never a half-written one that others would take.
+    uint8_t has_pages[kSets];  // 1: the set was used and its pages were not given back since
+    // Entry e is free when id_plus_one[e] is 0. The ids lie apart from the rest so that a
+    // binder's scan reads a few cache lines, not every entry. An entry is written with its id
+    // last and freed with its id first, so a holder that dies midway leaves a free entry or a
+    // whole one, never a half-written one that others would take.
+    uint32_t id_plus_one[kEntries];
     struct Entry {
-      uint32_t id_plus_one = 0;   // 0: a free entry
       uint32_t first_member = 0;  // local rank
       // Tell apart communicators with one id: one made after another freed it on some members
       // while others still hold it (the members' stamp, runtime/communicator_ids.h, past the
