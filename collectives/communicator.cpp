@@ -9,32 +9,20 @@
 
 namespace ibcoll::collectives {
 
-Communicator::Communicator(transport::Channel& channel, std::vector<int> members, int rank,
-                           uint16_t id, uint64_t first_sequence, Policy policy,
-                           std::optional<SlotGroup> slots, const topo::Hierarchy& hierarchy,
+Communicator::Communicator(transport::Channel& channel,
+                           std::shared_ptr<const Membership> membership, uint16_t id,
+                           uint64_t first_sequence, Policy policy, std::optional<SlotGroup> slots,
                            std::optional<SlotGroup> node_slots)
     : channel_(channel),
-      members_(std::move(members)),
-      rank_(rank),
+      membership_(std::move(membership)),
       id_(id),
       policy_(std::move(policy)),
       slots_(std::move(slots)),
       first_sequence_(std::max<uint64_t>(first_sequence & kSequenceMask, 1)),
       next_sequence_(first_sequence_) {
-  if (hierarchy.spans_nodes()) {
-    layout_ = std::make_unique<NodeLayout>(channel_, hierarchy, members_, rank_,
-                                           std::move(node_slots), policy_.tuning, first_sequence_);
-  }
-  const std::vector<int> ring_order = hierarchy.ring_order();
-  bool reordered = false;
-  for (size_t i = 0; i < ring_order.size(); ++i)
-    reordered |= ring_order[i] != static_cast<int>(i);
-  if (reordered) {
-    ring_position_.resize(members_.size());
-    for (size_t i = 0; i < ring_order.size(); ++i) {
-      ring_members_.push_back(members_.at(static_cast<size_t>(ring_order[i])));
-      ring_position_.at(static_cast<size_t>(ring_order[i])) = static_cast<int>(i);
-    }
+  if (const NodeGroups* groups = membership_->node_groups()) {
+    layout_ = std::make_unique<NodeLayout>(channel_, *groups, std::move(node_slots), policy_.tuning,
+                                           first_sequence_);
   }
   check_forced_algorithms();
 }
@@ -47,10 +35,10 @@ void Communicator::abandon_slots() {
 }
 
 std::vector<int> Communicator::ring_order() const {
-  std::vector<int> order(members_.size());
-  for (size_t m = 0; m < members_.size(); ++m)
-    order[ring_position_.empty() ? m : static_cast<size_t>(ring_position_[m])] =
-        static_cast<int>(m);
+  const std::vector<int>& position = membership_->ring_position();
+  std::vector<int> order(static_cast<size_t>(size()));
+  for (size_t m = 0; m < order.size(); ++m)
+    order[position.empty() ? m : static_cast<size_t>(position[m])] = static_cast<int>(m);
   return order;
 }
 
@@ -132,7 +120,7 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
   const int sequences = algorithm.across_nodes ? layout_->sequences_per_call() : 1;
   next_sequence_ += static_cast<uint64_t>(sequences);
   const uint64_t last_tag = tag + static_cast<uint64_t>(sequences) * kStepsPerCall - 1;
-  Group group{channel_, rank_,         members_,       slots_ ? &*slots_ : nullptr,
+  Group group{channel_, rank(),        members(),      slots_ ? &*slots_ : nullptr,
               0,        layout_.get(), first_sequence_};
   const bool check = policy_.check_calls && size() > 1 && !algorithm.uses_slots;
   // Every call that touches the slots takes a turn there; with checks on, that is every call,
@@ -140,10 +128,10 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
   if (slots_ && (check || algorithm.uses_slots)) group.slot_sequence = slots_->next_sequence++;
   Group task_group = group;
   int task_root = call.root;
-  if (algorithm.ring_ordered && !ring_members_.empty()) {
-    task_group.rank = ring_position_[static_cast<size_t>(rank_)];
-    task_group.peers = ring_members_;
-    task_root = ring_position_[static_cast<size_t>(call.root)];
+  if (const Membership& m = *membership_; algorithm.ring_ordered && !m.ring_members().empty()) {
+    task_group.rank = m.ring_position()[static_cast<size_t>(rank())];
+    task_group.peers = m.ring_members();
+    task_root = m.ring_position()[static_cast<size_t>(call.root)];
   }
   return {algorithm, group, call, tag, last_tag, check, task_group, task_root};
 }
@@ -164,7 +152,7 @@ std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
     task = call.algorithm.make(call.task_group, task_args, call.tag);
   }
   auto operation = std::make_unique<Operation>(std::move(task), std::move(checker), channel_,
-                                               members_, call.tag, call.last_tag, first_sequence_,
+                                               members(), call.tag, call.last_tag, first_sequence_,
                                                call.algorithm.collective, call.algorithm.name);
   operation->start();
   if (held_ && call.follows_held) operation->after(std::move(held_));

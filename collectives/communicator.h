@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/membership.h"
 #include "collectives/node_layout.h"
 #include "collectives/operation.h"
 #include "collectives/registry.h"
@@ -50,26 +51,26 @@ struct Policy {
 
 class Communicator {
  public:
-  // `members` are the channel ranks of the group in order; this process is members[rank].
-  // Calls take sequence numbers from `first_sequence` (1 at least) up: past those of any
-  // earlier communicator with the same id on these members. `slots`: the node's slot region,
-  // when every member is on this node. `hierarchy`: where the members run, for the ring order
-  // and, across nodes, the hierarchical algorithms, which use `node_slots` (this node's
-  // members' share of the slot region) when there is one.
-  Communicator(transport::Channel& channel, std::vector<int> members, int rank, uint16_t id,
-               uint64_t first_sequence, Policy policy, std::optional<SlotGroup> slots,
-               const topo::Hierarchy& hierarchy, std::optional<SlotGroup> node_slots);
+  // `membership`: the members (shared with the other communicators of the same members); calls
+  // take sequence numbers from `first_sequence` (1 at least) up: past those of any earlier
+  // communicator with the same id on these members. `slots`: the node's slot region, when every
+  // member is on this node. Across nodes, the hierarchical algorithms use `node_slots` (this
+  // node's members' share of the slot region) when there is one.
+  Communicator(transport::Channel& channel, std::shared_ptr<const Membership> membership,
+               uint16_t id, uint64_t first_sequence, Policy policy, std::optional<SlotGroup> slots,
+               std::optional<SlotGroup> node_slots);
   ~Communicator();
 
-  int rank() const { return rank_; }
-  int size() const { return static_cast<int>(members_.size()); }
+  int rank() const { return membership_->rank(); }
+  int size() const { return membership_->size(); }
   uint16_t id() const { return id_; }
   // The sequence number its next call takes.
   uint64_t next_sequence() const { return next_sequence_; }
   // Lets go of its slot sets with no member of this node to bind them later: the communicator
   // was given up before every member made it (SlotBinding::abandon). Its calls end here.
   void abandon_slots();
-  const std::vector<int>& members() const { return members_; }
+  const std::vector<int>& members() const { return membership_->members(); }
+  const std::shared_ptr<const Membership>& membership() const { return membership_; }
   // The member indices in the order rings and chains take them.
   std::vector<int> ring_order() const;
 
@@ -101,10 +102,7 @@ class Communicator {
   void check_forced_algorithms() const;
 
   transport::Channel& channel_;
-  std::vector<int> members_;
-  int rank_;
-  std::vector<int> ring_members_;   // empty when the ring order is the members' own
-  std::vector<int> ring_position_;  // by member index: its place in ring_members_
+  std::shared_ptr<const Membership> membership_;
 
   uint16_t id_;
   Policy policy_;

@@ -1,51 +1,28 @@
 #include "collectives/node_layout.h"
 
-#include <algorithm>
-
 #include "collectives/allreduce/staged.h"
 #include "collectives/partition.h"
 #include "collectives/select.h"
 #include "collectives/tags.h"
 
 namespace ibcoll::collectives {
-namespace {
 
-Subgroup subgroup_of(const std::vector<int>& member_indices, std::span<const int> members,
-                     int rank) {
-  Subgroup group;
-  for (int m : member_indices) {
-    if (m == rank) group.rank = group.size();
-    group.peers.push_back(members[static_cast<size_t>(m)]);
-  }
-  return group;
-}
-
-}  // namespace
-
-NodeLayout::NodeLayout(transport::Channel& channel, const topo::Hierarchy& hierarchy,
-                       std::span<const int> members, int rank, std::optional<SlotGroup> node_slots,
-                       const NodeTuning& tuning, uint64_t first_sequence)
+NodeLayout::NodeLayout(transport::Channel& channel, const NodeGroups& groups,
+                       std::optional<SlotGroup> node_slots, const NodeTuning& tuning,
+                       uint64_t first_sequence)
     : channel_(channel),
-      hierarchy_(hierarchy),
+      groups_(groups),
       node_slots_(std::move(node_slots)),
       tuning_(tuning),
       first_sequence_(first_sequence) {
-  const auto& nodes = hierarchy_.nodes();
-  node_ = subgroup_of(nodes[static_cast<size_t>(hierarchy_.node_index(rank))], members, rank);
-  leaders_ = subgroup_of(hierarchy_.leaders(), members, rank);
-  rails_ = static_cast<int>(
-      std::min_element(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
-        return a.size() < b.size();
-      })->size());
-  const int local = hierarchy_.local_index(rank);
-  if (local < rails_) rail_ = subgroup_of(hierarchy_.with_local_index(local), members, rank);
-  if (node_.size() < 2) node_slots_.reset();  // nobody to share them with
+  if (groups_.node.size() < 2) node_slots_.reset();  // nobody to share them with
 }
 
 std::unique_ptr<CollectiveTask> NodeLayout::flat_call(Collective collective, const Subgroup& group,
                                                       const CollectiveArgs& args, uint64_t base_tag,
                                                       int offset, bool may_use_slots) {
-  SlotGroup* slots = &group == &node_ && may_use_slots && node_slots_ ? &*node_slots_ : nullptr;
+  SlotGroup* slots =
+      &group == &groups_.node && may_use_slots && node_slots_ ? &*node_slots_ : nullptr;
   const Algorithm& algorithm =
       select_algorithm(collective, args.count * type_size(args.type),
                        {group.size(), slots != nullptr, 1, false, {}, tuning_}, "");
@@ -57,14 +34,15 @@ std::unique_ptr<CollectiveTask> NodeLayout::flat_call(Collective collective, con
 std::unique_ptr<CollectiveTask> NodeLayout::node_reduce_scatter(const CollectiveArgs& args,
                                                                 uint64_t base_tag, int offset) {
   if (!node_slots_) return nullptr;
-  Group flat{channel_, node_.rank,     node_.peers, &*node_slots_, node_slots_->next_sequence++,
-             nullptr,  first_sequence_};
+  Group flat{
+      channel_, groups_.node.rank, groups_.node.peers, &*node_slots_, node_slots_->next_sequence++,
+      nullptr,  first_sequence_};
   return make_staged_reduce_scatter(
-      flat, args, base_tag + static_cast<uint64_t>(offset) * kStepsPerCall, rails_);
+      flat, args, base_tag + static_cast<uint64_t>(offset) * kStepsPerCall, groups_.rails);
 }
 
 CollectiveArgs NodeLayout::slice(const CollectiveArgs& args, int rail) const {
-  const Span span = part(args.count, static_cast<size_t>(rails_), static_cast<size_t>(rail));
+  const Span span = part(args.count, static_cast<size_t>(groups_.rails), static_cast<size_t>(rail));
   const size_t offset = span.begin * type_size(args.type);
   CollectiveArgs narrowed = args;
   narrowed.count = span.count;
@@ -77,11 +55,11 @@ std::vector<std::unique_ptr<CollectiveTask>> NodeLayout::node_allgather(const Co
                                                                         uint64_t base_tag,
                                                                         int first_offset) {
   std::vector<std::unique_ptr<CollectiveTask>> calls;
-  for (int rail = 0; rail < rails_; ++rail) {
+  for (int rail = 0; rail < groups_.rails; ++rail) {
     CollectiveArgs piece = slice(args, rail);
     piece.root = rail;
     calls.push_back(
-        flat_call(Collective::bcast, node_, piece, base_tag, first_offset + rail, false));
+        flat_call(Collective::bcast, groups_.node, piece, base_tag, first_offset + rail, false));
   }
   return calls;
 }

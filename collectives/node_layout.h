@@ -1,48 +1,40 @@
 // NodeLayout: a communicator that spans nodes, seen from one member, for the hierarchical
-// algorithms: the subgroups they run flat algorithms on (this node's members, the node leaders,
-// the members with this member's local index on every node: its rail), as channel peers, and
-// this node's share of the slot region. Built once per communicator; a call only reads it,
-// apart from taking turns in the node's slots.
+// algorithms: the subgroups they run flat algorithms on (its Membership's NodeGroups: this
+// node's members, the node leaders, the members with this member's local index on every node:
+// its rail), and this communicator's share of the node's slot region. Built once per
+// communicator; a call only reads it, apart from taking turns in the node's slots.
 #pragma once
 
 #include <memory>
 #include <optional>
-#include <span>
 #include <vector>
 
 #include "collectives/call_check.h"
+#include "collectives/membership.h"
 #include "collectives/task.h"
 #include "collectives/tuning.h"
 #include "topo/hierarchy.h"
 
 namespace ibcoll::collectives {
 
-// Members of one subgroup, as channel peers, and this member's index among them (-1: not one).
-struct Subgroup {
-  std::vector<int> peers;
-  int rank = -1;
-  bool has_me() const { return rank >= 0; }
-  int size() const { return static_cast<int>(peers.size()); }
-};
-
 class NodeLayout {
  public:
-  // `members`: the communicator's channel peers; this process is member `rank`. `node_slots`:
-  // the slot region shared by this node's members, when there is one; `tuning`: this node's
-  // thresholds, for the calls inside it; `first_sequence`: the communicator's first call's.
-  NodeLayout(transport::Channel& channel, const topo::Hierarchy& hierarchy,
-             std::span<const int> members, int rank, std::optional<SlotGroup> node_slots,
-             const NodeTuning& tuning, uint64_t first_sequence);
+  // `groups`: its membership's (which outlives it); `node_slots`: the slot region shared by this
+  // node's members, when there is one; `tuning`: this node's thresholds, for the calls inside
+  // it; `first_sequence`: the communicator's first call's.
+  NodeLayout(transport::Channel& channel, const NodeGroups& groups,
+             std::optional<SlotGroup> node_slots, const NodeTuning& tuning,
+             uint64_t first_sequence);
 
-  const topo::Hierarchy& hierarchy() const { return hierarchy_; }
-  const Subgroup& node() const { return node_; }
-  const Subgroup& leaders() const { return leaders_; }  // each node's lowest member
-  const Subgroup& rail() const { return rail_; }        // empty past the first rails()
+  const topo::Hierarchy& hierarchy() const { return groups_.hierarchy; }
+  const Subgroup& node() const { return groups_.node; }
+  const Subgroup& leaders() const { return groups_.leaders; }  // each node's lowest member
+  const Subgroup& rail() const { return groups_.rail; }        // empty past the first rails()
   // Members the smallest node holds: the slices a rail allreduce splits a vector into.
-  int rails() const { return rails_; }
+  int rails() const { return groups_.rails; }
   // The communicator sequence numbers (tags) one hierarchical call takes: one per flat call
   // it runs at once or in turn, so none of them shares a tag.
-  int sequences_per_call() const { return 2 + rails_; }
+  int sequences_per_call() const { return 2 + groups_.rails; }
 
   // A flat call of `collective` on `group`, under sequence offset `offset` of the call with
   // tag `base_tag`: its algorithm from the selection table for the group's size, in the
@@ -74,9 +66,7 @@ class NodeLayout {
 
  private:
   transport::Channel& channel_;
-  topo::Hierarchy hierarchy_;
-  Subgroup node_, leaders_, rail_;
-  int rails_ = 1;
+  const NodeGroups& groups_;
   std::optional<SlotGroup> node_slots_;
   NodeTuning tuning_;
   uint64_t first_sequence_;

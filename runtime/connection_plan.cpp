@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -174,8 +175,9 @@ std::vector<std::set<int>> peers_in_calls(int rank, const topo::Hierarchy& hiera
     members[static_cast<size_t>(member)] = member;
   // One communicator for all the calls (building one is O(job size)).
   RecordingChannel channel(rank, hierarchy.size());
-  collectives::Communicator communicator(channel, std::move(members), rank, 1, 1, policy,
-                                         std::nullopt, hierarchy, std::nullopt);
+  collectives::Communicator communicator(
+      channel, std::make_shared<const collectives::Membership>(std::move(members), rank, hierarchy),
+      1, 1, policy, std::nullopt, std::nullopt);
   std::vector<std::set<int>> peers_of_call;
   for (CallPlan& call : calls) {
     std::set<int> peers;
@@ -264,6 +266,10 @@ ConnectionPlan plan_connections(const PlanRequest& request) {
     plan.peers_of_rank.push_back(count_peers(all_calls, rank, hierarchy));
     keep_most(plan.most, plan.peers_of_rank.back());
   }
+  std::vector<int> everyone(static_cast<size_t>(size));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  plan.membership_bytes =
+      collectives::Membership(std::move(everyone), plan.ranks_planned.front(), hierarchy).bytes();
   fill_costs(request, plan);
   return plan;
 }
@@ -318,6 +324,9 @@ std::string describe(const ConnectionPlan& plan) {
       << plan.credits_per_peer << "\n"
       << "    peer addresses per process (the bootstrap exchange; grows with the job): "
       << memory_text(plan.address_bytes) << "\n"
+      << "    a communicator of all ranks, its members' list and map per process (grows with the "
+         "job; its duplicates share it): "
+      << memory_text(plan.membership_bytes) << "\n"
       << "    shared segment per node (" << plan.ranks_per_node
       << " local ranks): " << memory_text(plan.shared_in_use_bytes)
       << " in use at most for these calls, of " << memory_text(plan.shared_segment_bytes)

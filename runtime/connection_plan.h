@@ -63,6 +63,9 @@ struct ConnectionPlan {
   // remote peers of any rank send to a process: from the peers connected, not the job's size.
   uint32_t credits_per_peer = 0;
   size_t address_bytes = 0;  // every rank's endpoint address (the bootstrap exchange)
+  // A communicator of all ranks: its members' list and map (collectives::Membership), which
+  // its duplicates share instead of making their own.
+  size_t membership_bytes = 0;
   // The node's shared segment: its sparse file, of which pages exist only where used: the
   // bitmaps that idle polls read, a slot set per communicator that holds one, a ring per pair
   // that talks.

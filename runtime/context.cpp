@@ -109,21 +109,36 @@ void Context::connect_planned_peers() {
 
 std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> members, int rank,
                                                          uint16_t id, uint64_t stamp) {
-  auto slots = slot_group(members, id, stamp);
   const topo::Hierarchy hierarchy(placement_.places_of(members));
+  return make_communicator(
+      std::make_shared<const collectives::Membership>(std::move(members), rank, hierarchy), id,
+      stamp);
+}
+
+std::unique_ptr<Communicator> Context::make_communicator(
+    std::shared_ptr<const collectives::Membership> membership, uint16_t id, uint64_t stamp) {
+  auto slots = slot_group(membership->members(), id, stamp);
   std::optional<collectives::SlotGroup> node_slots;
-  if (hierarchy.spans_nodes()) {  // this node's members share its slot region under the id
-    std::vector<int> node_members;
-    for (int m : hierarchy.nodes()[static_cast<size_t>(hierarchy.node_index(rank))])
-      node_members.push_back(members[static_cast<size_t>(m)]);
-    node_slots = slot_group(node_members, id, stamp);
+  if (const collectives::NodeGroups* groups = membership->node_groups()) {
+    // This node's members share its slot region under the id.
+    node_slots = slot_group(groups->node.peers, id, stamp);
   }
   collectives::Policy policy = job_.config().policy;
   if (shm_) policy.single_copy = shm_->single_copy();
   policy.tuning = tuning_;
-  return std::make_unique<Communicator>(*channel_, std::move(members), rank, id, stamp,
-                                        std::move(policy), std::move(slots), hierarchy,
-                                        std::move(node_slots));
+  return std::make_unique<Communicator>(*channel_, std::move(membership), id, stamp,
+                                        std::move(policy), std::move(slots), std::move(node_slots));
+}
+
+std::unique_ptr<Communicator> Context::holding(uint32_t id, uint64_t stamp,
+                                               FunctionRef<std::unique_ptr<Communicator>()> make) {
+  ids_.hold(id, stamp);
+  try {
+    return make();
+  } catch (...) {
+    ids_.release(id, 0);
+    throw;
+  }
 }
 
 // The node's ranks measure the thresholds no variable sets on a communicator of their own. Its
@@ -510,14 +525,10 @@ std::unique_ptr<Communicator> Context::create_group(Communicator& parent, int co
     if (r == me) rank = static_cast<int>(members.size());
     members.push_back(parent.members()[r]);
   }
-  ids_.hold(static_cast<uint32_t>(id), static_cast<uint64_t>(stamp));
-  try {
+  return holding(static_cast<uint32_t>(id), static_cast<uint64_t>(stamp), [&] {
     return make_communicator(std::move(members), rank, static_cast<uint16_t>(id),
                              static_cast<uint64_t>(stamp));
-  } catch (...) {
-    ids_.release(static_cast<uint32_t>(id), 0);
-    throw;
-  }
+  });
 }
 
 std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, uint32_t id,
@@ -531,13 +542,17 @@ std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, ui
   }
   if (stamp == 0)
     throw Error(Code::invalid_argument, "stamp: 0 is none (pass the members' largest)");
-  ids_.hold(id, stamp);
-  try {
+  return holding(id, stamp, [&] {
     return make_communicator({ranks.begin(), ranks.end()}, rank, static_cast<uint16_t>(id), stamp);
-  } catch (...) {
-    ids_.release(id, 0);
-    throw;
-  }
+  });
+}
+
+std::unique_ptr<Communicator> Context::like(const Communicator& like, uint32_t id, uint64_t stamp) {
+  if (stamp == 0)
+    throw Error(Code::invalid_argument, "stamp: 0 is none (pass the members' largest)");
+  return holding(id, stamp, [&] {
+    return make_communicator(like.membership(), static_cast<uint16_t>(id), stamp);
+  });
 }
 
 void Context::release(Communicator& communicator, bool abandoned) {
@@ -551,11 +566,11 @@ std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>
   if (!shm_ || !job_.config().shm_slots || members.size() < 2) return std::nullopt;
   collectives::SlotGroup group;
   group.region = &shm_->slots();
-  group.seen_ready.resize(members.size());
-  for (int member : members) {
+  for (int member : members) {  // ends at the first member off the node
     if (member != job_.rank() && channel_->channel_of(member) != shm_.get()) return std::nullopt;
     group.local_ranks.push_back(placement_.local_rank(member));
   }
+  group.seen_ready.resize(members.size());
   group.binding = transport::shm::SlotBinding(shm_->slots(), id, stamp, group.local_ranks,
                                               placement_.local_rank(job_.rank()));
   if (group.binding.set() == transport::shm::SlotRegion::kNoSet) {

@@ -85,7 +85,11 @@ class Context {
   CommunicatorIds& ids() { return ids_; }
   std::unique_ptr<collectives::Communicator> from_ranks(std::span<const int> ranks, uint32_t id,
                                                         uint64_t stamp);
-  // Before a communicator of split, create or from_ranks goes (after settle): its id is free
+  // from_ranks with the members of `like`, in its order, whose Membership it shares: nothing of
+  // it grows with the members (an MPI library's duplicate).
+  std::unique_ptr<collectives::Communicator> like(const collectives::Communicator& like,
+                                                  uint32_t id, uint64_t stamp);
+  // Before a communicator of split, create, from_ranks or like goes (after settle): its id is free
   // again. `abandoned`: it was given up before every member made it (an agreement that failed),
   // so the members of this node that did not make it never will.
   void release(collectives::Communicator& communicator, bool abandoned = false);
@@ -131,6 +135,12 @@ class Context {
   bool a_node_rank_exited() const;
   std::unique_ptr<collectives::Communicator> make_communicator(std::vector<int> members, int rank,
                                                                uint16_t id, uint64_t stamp);
+  std::unique_ptr<collectives::Communicator> make_communicator(
+      std::shared_ptr<const collectives::Membership> membership, uint16_t id, uint64_t stamp);
+  // A communicator of `id` held with `stamp` (ids_.hold), made by `make`; the id goes back
+  // when it cannot be made.
+  std::unique_ptr<collectives::Communicator> holding(
+      uint32_t id, uint64_t stamp, FunctionRef<std::unique_ptr<collectives::Communicator>()> make);
   std::unique_ptr<collectives::Communicator> create_group(collectives::Communicator& parent,
                                                           int color, int key, uint64_t extra);
   // The slot set of a communicator of these job ranks with this id, when it can have one (all

@@ -57,4 +57,12 @@ std::vector<int> Hierarchy::ring_order() const {
   return order;
 }
 
+size_t Hierarchy::bytes() const {
+  size_t bytes = nodes_.capacity() * sizeof(nodes_[0]);
+  for (const auto& node : nodes_)
+    bytes += node.capacity() * sizeof(int);
+  return bytes +
+         (node_index_.capacity() + local_index_.capacity() + package_.capacity()) * sizeof(int);
+}
+
 }  // namespace ibcoll::topo

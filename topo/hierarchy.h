@@ -34,6 +34,8 @@ class Hierarchy {
   bool balanced() const;
   // Node by node in node order; inside a node by package (unknown last), then ascending.
   std::vector<int> ring_order() const;
+  // Heap bytes it holds.
+  size_t bytes() const;
 
  private:
   std::vector<std::vector<int>> nodes_;

@@ -141,7 +141,12 @@ ibcoll_status_t ibcoll_comm_id_free(ibcoll_context_t context, unsigned id, int* 
 ibcoll_status_t ibcoll_comm_stamp(ibcoll_context_t context, uint64_t seen, uint64_t* stamp);
 ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* ranks, int count,
                                        unsigned id, uint64_t stamp, ibcoll_comm_t* comm);
-/* Frees a communicator from split/create/from_ranks (not the world) and sets *comm to NULL.
+/* ibcoll_comm_from_ranks with the ranks of `like`, in its order (an MPI library's duplicate):
+ * the new communicator shares what `like` knows of its members, so making it costs nothing that
+ * grows with them; `like` may be freed first. */
+ibcoll_status_t ibcoll_comm_like(ibcoll_comm_t like, unsigned id, uint64_t stamp,
+                                 ibcoll_comm_t* comm);
+/* Frees a communicator from split/create/from_ranks/like (not the world) and sets *comm to NULL.
  * It first lets this rank's last bcast on it end, if that returned early (see ibcoll_bcast):
  * that call's failure, if any, is what this returns (the communicator is freed either way). */
 ibcoll_status_t ibcoll_comm_free(ibcoll_comm_t* comm);

@@ -351,6 +351,17 @@ ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* rank
   });
 }
 
+ibcoll_status_t ibcoll_comm_like(ibcoll_comm_t like, unsigned id, uint64_t stamp,
+                                 ibcoll_comm_t* comm) {
+  return guarded([&] {
+    require(like, "like");
+    require(comm, "comm");
+    auto created = like->owner->context->like(*like->communicator, id, stamp);
+    *comm = adopt(like->owner, std::move(created));
+    return Status();
+  });
+}
+
 namespace {
 
 // ibcoll_comm_free and ibcoll_comm_abandon: the call it holds settled, its id free again.

@@ -112,7 +112,8 @@ typedef struct mca_coll_ibcoll_module_t {
    * the id this rank offers in it. */
   mca_coll_ibcoll_round_t* round;
   unsigned rounds, offer;
-  int* world_ranks;                                /* the members' */
+  int* world_ranks;    /* the members (none while a mapped communicator has the same) */
+  bool shares_members; /* its ibcoll communicator was made like another's (ibcoll_comm_like) */
   mca_coll_ibcoll_request_t *queued, *queued_last; /* calls waiting for the mapping, in order */
   struct mca_coll_ibcoll_module_t* next_agreeing;  /* in the list of modules agreeing */
   struct mca_coll_ibcoll_module_t* next_tracked;   /* in the list of modules of the context */
@@ -182,6 +183,9 @@ void mca_coll_ibcoll_inside_progress(bool inside);
 /* Remembers a module whose ibcoll communicator must go before the context does. */
 void mca_coll_ibcoll_track(mca_coll_ibcoll_module_t* module);
 void mca_coll_ibcoll_untrack(mca_coll_ibcoll_module_t* module);
+/* The ibcoll communicator of a mapped module of the same MPI group as m's (a duplicate's
+ * parent, or a sibling), or NULL: the members' list ibcoll_comm_like shares. Locked. */
+ibcoll_comm_t mca_coll_ibcoll_same_members(const mca_coll_ibcoll_module_t* m);
 
 /* coll_ibcoll_collectives.c */
 int mca_coll_ibcoll_allreduce(const void* sbuf, void* rbuf, int count,

@@ -60,6 +60,16 @@ void mca_coll_ibcoll_untrack(mca_coll_ibcoll_module_t* module) {
   }
 }
 
+ibcoll_comm_t mca_coll_ibcoll_same_members(const mca_coll_ibcoll_module_t* m) {
+  for (const mca_coll_ibcoll_module_t* t = tracked; t; t = t->next_tracked) {
+    if (t != m && t->mapping == IBCOLL_MAPPED && t->ibcoll_comm &&
+        t->comm->c_local_group == m->comm->c_local_group) {
+      return t->ibcoll_comm;
+    }
+  }
+  return NULL;
+}
+
 /* ibcoll's set-up and finalize exchanges, over the world's saved allgather. */
 static int world_allgather(const void* mine, void* all, size_t bytes, void* state) {
   mca_coll_ibcoll_module_t* world = state;

@@ -192,19 +192,40 @@ static void begin_mapping(mca_coll_ibcoll_module_t* m) {
     m->mapping = IBCOLL_MAPPED;
     return;
   }
+  /* A duplicate of a mapped communicator needs no list of its members: it will share its
+   * parent's (nothing of its mapping grows with the members). */
   bool foreign = false;
-  m->world_ranks = world_ranks_of(m->comm, &foreign);
-  m->round = m->world_ranks ? malloc(sizeof(*m->round)) : NULL;
+  if (!mca_coll_ibcoll_same_members(m)) {
+    m->world_ranks = world_ranks_of(m->comm, &foreign);
+    if (!m->world_ranks) {
+      unusable(m, foreign ? "a member belongs to another job" : "out of memory");
+      return;
+    }
+  }
+  m->round = malloc(sizeof(*m->round));
   if (!m->round) {
     free(m->world_ranks);
     m->world_ranks = NULL;
-    unusable(m, foreign ? "a member belongs to another job" : "out of memory");
+    unusable(m, "out of memory");
     return;
   }
   m->mapping = IBCOLL_AGREEING;
   m->next_agreeing = agreeing;
   agreeing = m;
   vote(m, false, 2);
+}
+
+/* Makes m's ibcoll communicator with `id` and `stamp`: from a mapped communicator of the same
+ * members when there is one (then it shares their list), else from the members' world ranks. */
+static bool make_ibcoll_comm(mca_coll_ibcoll_module_t* m, unsigned id, uint64_t stamp) {
+  ibcoll_context_t context = mca_coll_ibcoll_component.context;
+  ibcoll_comm_t like = mca_coll_ibcoll_same_members(m);
+  m->shares_members = like != NULL;
+  if (like) return ibcoll_comm_like(like, id, stamp, &m->ibcoll_comm) == IBCOLL_SUCCESS;
+  bool foreign = false;
+  if (!m->world_ranks) m->world_ranks = world_ranks_of(m->comm, &foreign); /* it went since */
+  return m->world_ranks && ibcoll_comm_from_ranks(context, m->world_ranks, ompi_comm_size(m->comm),
+                                                  id, stamp, &m->ibcoll_comm) == IBCOLL_SUCCESS;
 }
 
 /* A round has ended: done, or take the id it chose and start the next round. */
@@ -222,7 +243,9 @@ static void round_ended(mca_coll_ibcoll_module_t* m) {
     if (everyone_took && !broken) {
       m->mapping = IBCOLL_MAPPED;
       opal_output_verbose(10, mca_coll_ibcoll_component.output,
-                          "coll:ibcoll: %s: mapped after %u rounds", m->comm->c_name, m->rounds);
+                          "coll:ibcoll: %s: mapped after %u rounds, %s", m->comm->c_name, m->rounds,
+                          m->shares_members ? "sharing the members' list of another"
+                                            : "from the members' world ranks");
       return;
     }
     if (m->ibcoll_comm) ibcoll_comm_abandon(&m->ibcoll_comm);
@@ -235,9 +258,7 @@ static void round_ended(mca_coll_ibcoll_module_t* m) {
   const unsigned id = (unsigned)total[IBCOLL_ROUND_OFFER];
   m->offer = 0;
   const bool take =
-      free_here(id) && !offered_by_another(m, id, true) &&
-      ibcoll_comm_from_ranks(mca_coll_ibcoll_component.context, m->world_ranks,
-                             ompi_comm_size(m->comm), id, stamp, &m->ibcoll_comm) == IBCOLL_SUCCESS;
+      free_here(id) && !offered_by_another(m, id, true) && make_ibcoll_comm(m, id, stamp);
   vote(m, !take, id + 1);
 }
 

@@ -1,7 +1,7 @@
 // ibcoll_init_with: a caller's own allgather instead of the environment's TCP store (how the
 // Open MPI component starts ibcoll), communicators a caller agreed on by its own means
-// (ibcoll_comm_next_id + ibcoll_comm_from_ranks), and the caller's progress function called
-// inside ibcoll's waits, between forked ranks. Here the caller's
+// (ibcoll_comm_next_id + ibcoll_comm_from_ranks, and ibcoll_comm_like for a duplicate), and the
+// caller's progress function called inside ibcoll's waits, between forked ranks. Here the caller's
 // allgather runs over a separate TCP store, as an MPI library's would run over its own wires.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -165,7 +165,32 @@ TEST(Bootstrap, InitWithTheCallersAllgatherAndCommunicatorsFromRanks) {
       ibcoll_comm_id_free(context, id + 3, &is_free[2]);
       ibcoll_comm_id_free(context, 65536, &is_free[3]);
       RANK_CHECK(!is_free[0] && !is_free[1] && is_free[2] == 1 && !is_free[3], "ids said free");
+      // A communicator like the pair (a duplicate): its members in its order, and it outlives
+      // the pair it was made like. Bad arguments are named and change nothing.
+      ibcoll_comm_t twin = nullptr, refused = nullptr;
+      RANK_CHECK(ibcoll_comm_like(pair, id + 3, first.stamp, &twin) == IBCOLL_SUCCESS,
+                 ibcoll_last_error());
+      const auto refuses = [&](ibcoll_comm_t like, unsigned with_id, uint64_t stamp,
+                               const char* named) {
+        return ibcoll_comm_like(like, with_id, stamp, &refused) == IBCOLL_ERR_INVALID_ARGUMENT &&
+               std::strstr(ibcoll_last_error(), named) && !refused;
+      };
+      RANK_CHECK(refuses(nullptr, id + 4, first.stamp, "like") &&
+                     refuses(twin, id + 3, first.stamp, "id: ") &&
+                     refuses(twin, id + 4, 0, "stamp: "),
+                 "a bad argument was accepted");
+      ibcoll_comm_id_free(context, id + 4, &is_free[2]);
+      RANK_CHECK(is_free[2] == 1, "a refused communicator holds its id");
       ibcoll_comm_free(&pair);
+      int twin_rank = -1, twin_size = 0;
+      ibcoll_comm_rank(twin, &twin_rank);
+      ibcoll_comm_size(twin, &twin_size);
+      RANK_CHECK(twin_rank == (me == 2 ? 0 : 1) && twin_size == 2, "the twin's ranks");
+      std::memset(data, me == 2 ? 7 : 0, sizeof(data));
+      RANK_CHECK(ibcoll_bcast(data, sizeof(data), IBCOLL_UINT8, 0, twin) == IBCOLL_SUCCESS,
+                 ibcoll_last_error());
+      RANK_CHECK(data[4] == 7, "bcast from job rank 2 on the twin");
+      RANK_CHECK(ibcoll_comm_free(&twin) == IBCOLL_SUCCESS, ibcoll_last_error());
       ibcoll_comm_free(&later);
       ibcoll_comm_free(&skipped);
       ibcoll_comm_id_free(context, id, &is_free[0]);
