@@ -53,13 +53,22 @@ bool SlotExchange::all_published(uint64_t sequence) {
   return true;
 }
 
-bool SlotExchange::verified_earlier_call() {
-  const uint64_t earlier = slots_.unverified;
-  if (!all_published(earlier)) return false;
-  if (done_) return true;  // a member died
-  earlier_ = compare_signatures(earlier, slots_.unverified_signature);
-  if (!earlier_.ok()) earlier_ = reported_later("this rank's call before this one", earlier_);
-  slots_.unverified = 0;
+bool SlotExchange::verified_earlier_calls(uint64_t last) {
+  for (uint64_t call = last + 1 - std::min(last, SlotGroup::kRunAhead); call <= last; ++call) {
+    SlotGroup::Unverified& earlier = slots_.unverified[call % SlotGroup::kRunAhead];
+    if (earlier.call != call) continue;  // verified, or it saw every member
+    if (!all_published(call)) return false;
+    if (done_) return true;  // a member died
+    Status verdict = compare_signatures(call, earlier.signature);
+    if (!verdict.ok() && earlier_.ok()) {
+      const uint64_t back = sequence_ - call;
+      earlier_ = reported_later(
+          back == 1 ? std::string("this rank's call before this one")
+                    : "this rank's call " + std::to_string(back) + " calls before this one",
+          verdict);
+    }
+    earlier.call = 0;
+  }
   return true;
 }
 
@@ -77,10 +86,12 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
       waiting_on_ = -1;
       return false;
     }
-    // Our buffer last held call sequence - kBuffers. A member has read all it reads of that
-    // call once it has published call sequence - kBuffers + 2: a deferred comparison of it
-    // comes after the member's next publication, before the one after that.
-    constexpr uint64_t lag = Region::kBuffers - 2;
+    // Our buffer last held call sequence - kBuffers, which a member has read all it reads of once
+    // it has published the call after it, so once it has published call sequence - lag. And a
+    // member publishes over our deferred comparisons, kRunAhead calls back at most, only after
+    // this rank has published this call (2 lag <= kBuffers).
+    constexpr uint64_t lag = SlotGroup::kRunAhead;
+    static_assert(2 * lag <= Region::kBuffers && lag + 1 <= Region::kBuffers);
     waiting_for_ = sequence_ - lag;
     for (size_t m = 0; m < static_cast<size_t>(size_); ++m) {
       uint64_t& seen = slots_.seen_ready[m];
@@ -88,20 +99,22 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
       seen = Region::load(buffer_of(static_cast<int>(m), sequence_ - lag).ready);
       if (seen + lag < sequence_) return gone(static_cast<int>(m));
     }
+    // Every member has published the call `lag` back, and none can publish over it before this
+    // rank publishes: compare it now if it was left unverified (no wait).
+    if (sequence_ > lag && !verified_earlier_calls(sequence_ - lag)) return false;
+    if (done_) return true;
     Region::Buffer& mine = buffer_of(rank_);
     if (bytes > 0) std::memcpy(mine.data, data, bytes);
     std::memcpy(mine.signature, signature_.data(), sizeof(mine.signature));
     Region::store(mine.ready, sequence_);
     published_ = true;
   }
-  // After publishing, so that no one waits for it: no member can reuse its buffer of this
-  // rank's previous call before this rank publishes again.
-  if (slots_.unverified != 0) {  // it is 0 once verified
-    if (!verified_earlier_call()) return false;
-    if (done_) return true;
-  }
   if (source_ == kEveryMember) {
     if (!all_published(sequence_)) return false;
+    if (done_) return true;
+    // Every member has published this call, so every earlier one, and publishes over none of
+    // them before this rank publishes again.
+    verified_earlier_calls(sequence_ - 1);
     if (done_) return true;
     verdict_ = compare_signatures(sequence_, signature_);
   } else {
@@ -109,11 +122,10 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
     std::optional<Status> call = published_by(source_);
     if (!call) return gone(source_);
     verdict_ = std::move(*call);
-    // The others' signatures are compared at the next call, unless this one already failed.
-    if (verdict_.ok()) {
-      slots_.unverified = sequence_;
-      slots_.unverified_signature = signature_;
-    }
+    // The others' signatures are compared in a later call (SlotGroup::unverified), unless this
+    // one already failed.
+    if (verdict_.ok())
+      slots_.unverified[sequence_ % SlotGroup::kRunAhead] = {sequence_, signature_};
   }
   done_ = true;
   return true;

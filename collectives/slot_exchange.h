@@ -6,9 +6,11 @@
 // signature, so all reach the same verdict.
 // A rank that needs one member's data only (a bcast: the root's; the root itself: nobody's)
 // waits for that member alone and compares its signature with that member's. It compares the
-// others' in its next call, once it has published that (their buffers still hold the earlier
-// call until it publishes again); a mismatch found there fails its next call. So every rank
-// reports a mismatch: the ones that differ from the root at once, the others one call late.
+// others' in a later call (SlotGroup::unverified): the next that waits for every member, or the
+// one SlotGroup::kRunAhead calls on, whose publication has waited for them to publish it; a
+// mismatch found there fails that call. So every rank reports a mismatch: the ones that differ
+// from the root at once, the others up to kRunAhead calls late, and a root runs ahead of its
+// members by up to kRunAhead calls.
 #pragma once
 
 #include <cstddef>
@@ -31,8 +33,8 @@ class SlotExchange {
   bool published() const { return published_; }
   // Once advance() is true: ok, a mismatch with the members seen, or a dead member.
   const Status& verdict() const { return verdict_; }
-  // The verdict on this rank's call before this one, if it saw only one member then (ok if
-  // not). It fails this call once this call has run: the others need this rank's part of it.
+  // The verdict on this rank's earlier calls in which it saw only one member (ok if none): it
+  // fails this call once this call has run, since the others need this rank's part of it.
   const Status& earlier_verdict() const { return earlier_; }
   const std::byte* data_of(int member) const;
   // Whether `member` has published this call yet, and if so whether with this rank's signature
@@ -57,9 +59,10 @@ class SlotExchange {
   // else the mismatch.
   Status compare_signatures(uint64_t sequence, const Signature& mine,
                             int only = kEveryMember) const;
-  // This rank's call before, while unverified (slots_.unverified), compared once every member
-  // has published it.
-  bool verified_earlier_call();
+  // Compares this rank's unverified calls up to `last` (every member has published them) with
+  // the members'; a mismatch goes to the earlier verdict. False while a member has not published
+  // one; true once done, or a member died.
+  bool verified_earlier_calls(uint64_t last);
   // A fruitless look at `member`: now and then, whether it gave up or died (then this call
   // gives up too, and the verdict says why). True once so.
   bool gone(int member);

@@ -25,10 +25,23 @@ struct SlotGroup {
   uint64_t released = 0;  // this rank's last call done with its buffers: calls go in order
   // Per member, the highest call seen published: a buffer known free needs no second look.
   std::vector<uint64_t> seen_ready;  // sized like local_ranks
-  // A call this rank ran ahead in (a bcast's root: it needs nothing from the others) whose
-  // members' signatures it has not compared yet: its sequence number (0: none) and this
-  // rank's signature, packed as in the region. Its next call compares them first.
-  uint64_t unverified = 0;
+  // Calls this rank ran ahead in (a bcast's root needs nothing from the others, a receiver its
+  // root's part only) whose members' signatures it has not compared yet: the last kRunAhead at
+  // most, by call % kRunAhead (call 0: none), with this rank's signature packed as in the region.
+  // A later call compares each once every member has published it: at once when that call
+  // waits for every member, else kRunAhead calls on, when its publication has seen them publish
+  // it, and before they can publish over it (they could once this rank has published the call
+  // kBuffers - kRunAhead after it). So a root runs up to kRunAhead calls ahead of its members.
+  static constexpr uint64_t kRunAhead = transport::shm::SlotRegion::kBuffers / 2;
+  struct Unverified {
+    uint64_t call = 0;
+    std::array<uint64_t, transport::shm::SlotRegion::kSignatureWords> signature{};
+  };
+  std::array<Unverified, kRunAhead> unverified{};
+  // `call`'s mismatch has been reported already: not again later.
+  void forget_unverified(uint64_t call) {
+    if (Unverified& u = unverified[call % kRunAhead]; u.call == call) u.call = 0;
+  }
   // Chunks that calls through the staging halves have moved so far (SlotRegion::Staging).
   uint64_t staged_chunks = 0;
 
@@ -61,8 +74,6 @@ struct SlotGroup {
   // This rank (member `me`) gives up call `sequence` midway for `why`: marks the communicator
   // failed here and tells the members (the first time only).
   void abandon(int me, uint64_t sequence, const Status& why);
-
-  std::array<uint64_t, transport::shm::SlotRegion::kSignatureWords> unverified_signature{};
 };
 
 // A wait, look by look, for every member's count `field` in its staging area

@@ -57,7 +57,7 @@ class SingleCopyBcast final : public SlotTask {
       const std::optional<Status> call = exchange.published_by(next_);
       if (call && !call->ok()) {
         trouble = *call;
-        group_.slots->unverified = 0;  // reported here, not again at the next call
+        group_.slots->forget_unverified(group_.slot_sequence);  // reported here
         return true;
       }
       if (call && Region::load(slot_of(next_).copied.call) >= group_.slot_sequence) continue;

@@ -10,11 +10,13 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "collectives/registry.h"
+#include "collectives/slot_group.h"
 #include "tests/support/collectives.h"
 #include "tests/support/steady_calls.h"
 #include "transport/shm/ring.h"
@@ -326,6 +328,47 @@ TEST(Collectives, AMemberThatFreesFirstLeavesTheSlotSetToTheLateOnes) {
     return 0;
   }));
   meeting_over("root-done", {0, 1, 2});
+}
+
+// Back-to-back small bcasts through the slots: a root runs up to SlotGroup::kRunAhead calls ahead
+// of members that have not come yet (as its buffers allow, like an MPI library's eager sends),
+// and they catch up with every call's data. A root held to fewer waits for them here until its
+// deadline (IBCOLL_TIMEOUT) fails it.
+TEST(Collectives, ARootRunsAheadOfItsMembersByItsWindowOfSlotCalls) {
+  RankOptions options;
+  options.environment = {{"IBCOLL_TIMEOUT", "10s"}};
+  constexpr int kAhead = static_cast<int>(collectives::SlotGroup::kRunAhead);
+  expect_all_ok(run_ranks(
+      3,
+      [](int me, int n) {
+        CapiRank r;
+        expect_algorithm(r.world(), IBCOLL_BCAST, 1, IBCOLL_INT64, "slots");
+        std::vector<int> everyone(static_cast<size_t>(n));
+        std::iota(everyone.begin(), everyone.end(), 0);
+        const auto bcast = [&](int call) {
+          int64_t value = me == 0 ? 1000 + call : -1;
+          RANK_CHECK(ibcoll_bcast(&value, 1, IBCOLL_INT64, 0, r.world()) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          RANK_CHECK(value == 1000 + call,
+                     "call " + std::to_string(call) + " got " + std::to_string(value));
+        };
+        int call = 0;
+        if (me == 0) {
+          for (; call < kAhead; ++call)
+            bcast(call);
+        }
+        meet_without_ibcoll("run-ahead", me, everyone);
+        for (; call < 3 * kAhead; ++call)
+          bcast(call);
+        std::vector<int32_t> ones(3, 1);
+        RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, ones.data(), 3, IBCOLL_INT32, IBCOLL_SUM,
+                                    r.world()) == IBCOLL_SUCCESS &&
+                       ones == std::vector<int32_t>(3, n),
+                   ibcoll_last_error());
+        return 0;
+      },
+      options));
+  meeting_over("run-ahead", {0, 1, 2});
 }
 
 // The node's shared segment takes memory for what its ranks use, not for its size: its file is

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/slot_group.h"
 #include "tests/support/collectives.h"
 #include "tests/support/late_data.h"
 
@@ -211,6 +212,44 @@ TEST(Errors, MismatchedCallsFailOnEveryRank) {
       }
     }
   }
+}
+
+// Back-to-back small bcasts through the slots, one receiver's count differing in the second:
+// it fails that call at once; the root and the receiver that matched it ran ahead and learn of
+// it within SlotGroup::kRunAhead calls, in the call that compares it ("... calls before this
+// one"), and every other call works. Results are never returned as good for the mismatched
+// receiver's call.
+TEST(Errors, AMismatchBehindARootThatRanAheadFailsAWindowLater) {
+  constexpr int kAhead = static_cast<int>(collectives::SlotGroup::kRunAhead);
+  expect_all_ok(run_ranks(3, [](int me, int n) {
+    CapiRank r;
+    expect_algorithm(r.world(), IBCOLL_BCAST, 4, IBCOLL_INT64, "slots");
+    int failed_at = -1;
+    std::string failure;
+    for (int call = 0; call < kAhead + 3; ++call) {
+      std::vector<int64_t> values(4, me == 0 ? call : -1);
+      const size_t count = me == n - 1 && call == 1 ? 2 : 4;
+      const ibcoll_status_t s = ibcoll_bcast(values.data(), count, IBCOLL_INT64, 0, r.world());
+      if (s != IBCOLL_SUCCESS) {
+        RANK_CHECK(failed_at < 0,
+                   "a second failure at call " + std::to_string(call) + ": " + ibcoll_last_error());
+        expect_error(s, IBCOLL_ERR_MISMATCH, "count", "the call that learns of the mismatch");
+        failed_at = call;
+        failure = ibcoll_last_error();
+        continue;
+      }
+      RANK_CHECK(values == std::vector<int64_t>(4, call), "call " + std::to_string(call));
+    }
+    if (me == n - 1) {
+      RANK_CHECK(failed_at == 1, "the mismatched receiver failed at " + std::to_string(failed_at));
+    } else {
+      RANK_CHECK(failed_at >= 2 && failed_at <= 1 + kAhead,
+                 "rank " + std::to_string(me) + " learnt at call " + std::to_string(failed_at));
+      RANK_CHECK(failure.find("before this one") != std::string::npos,
+                 "does not say the call is an earlier one: " + failure);
+    }
+    return 0;
+  }));
 }
 
 // A rank dies between collectives: the others' next call fails with IBCOLL_ERR_PEER_FAILED

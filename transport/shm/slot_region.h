@@ -1,11 +1,12 @@
 // SlotRegion: the part of a node's segment where small node-local collectives run without any
 // message matching. It holds kSets slot sets, which communicators take while they live (the
-// node's directory says which, slot_binding.h); a set has, for every local rank, a slot: four
-// buffers (taken in turn, call by call) that the rank fills with its call's signature and data
-// and then publishes by storing the call's sequence number in `ready`. Only the owner writes a
-// slot; everyone may read it. A rank reads call s - 1's buffers only before it publishes call
-// s + 1, so a member's `ready` of call s - 2 also says that it has read call s - 4, whose
-// buffer call s reuses: no separate "done" flag has to cross cores. The segment's file is
+// node's directory says which, slot_binding.h); a set has, for every local rank, a slot:
+// kBuffers buffers (taken in turn, call by call) that the rank fills with its call's signature
+// and data and then publishes by storing the call's sequence number in `ready`. Only the owner
+// writes a slot; everyone may read it. A rank reads a call's buffers only before it publishes
+// the next, so a member's `ready` of call s - kBuffers + 1 also says that it has read call
+// s - kBuffers, whose buffer call s reuses: no separate "done" flag has to cross cores (how far
+// ahead a rank may publish: collectives/slot_group.h, kRunAhead). The segment's file is
 // sparse: a set takes memory only once a communicator uses it, and gives it back when freed
 // (but for kWarmSets freed ones, kept for the next communicators).
 #pragma once
@@ -23,7 +24,7 @@ namespace ibcoll::transport::shm {
 class SlotRegion {
  public:
   static constexpr int kSets = 128;
-  static constexpr int kBuffers = 4;
+  static constexpr int kBuffers = 8;
   static constexpr size_t kDataBytes = 32 << 10;  // per buffer
   static constexpr size_t kSignatureWords = 4;
 
