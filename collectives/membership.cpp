@@ -21,7 +21,7 @@ size_t bytes_of(const std::vector<int>& v) {
 
 }  // namespace
 
-Membership::Membership(std::vector<int> members, int rank, const topo::Hierarchy& hierarchy)
+Membership::Membership(std::vector<int> members, int rank, topo::Hierarchy hierarchy)
     : members_(std::move(members)), rank_(rank) {
   const std::vector<int> ring_order = hierarchy.ring_order();
   bool reordered = false;
@@ -35,16 +35,17 @@ Membership::Membership(std::vector<int> members, int rank, const topo::Hierarchy
     }
   }
   if (!hierarchy.spans_nodes()) return;
-  NodeGroups& g = node_groups_.emplace(NodeGroups{hierarchy, {}, {}, {}, 1});
-  const auto& nodes = hierarchy.nodes();
-  g.node = subgroup_of(nodes[static_cast<size_t>(hierarchy.node_index(rank))], members_, rank);
-  g.leaders = subgroup_of(hierarchy.leaders(), members_, rank);
+  NodeGroups& g = node_groups_.emplace(NodeGroups{std::move(hierarchy), {}, {}, {}, 1});
+  const topo::Hierarchy& kept = g.hierarchy;
+  const auto& nodes = kept.nodes();
+  g.node = subgroup_of(nodes[static_cast<size_t>(kept.node_index(rank))], members_, rank);
+  g.leaders = subgroup_of(kept.leaders(), members_, rank);
   g.rails = static_cast<int>(
       std::min_element(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
         return a.size() < b.size();
       })->size());
-  const int local = hierarchy.local_index(rank);
-  if (local < g.rails) g.rail = subgroup_of(hierarchy.with_local_index(local), members_, rank);
+  const int local = kept.local_index(rank);
+  if (local < g.rails) g.rail = subgroup_of(kept.with_local_index(local), members_, rank);
 }
 
 size_t Membership::bytes() const {

@@ -32,8 +32,8 @@ struct NodeGroups {
 class Membership {
  public:
   // `members`: the channel peers in order; this process is members[rank]; `hierarchy`: where
-  // they run.
-  Membership(std::vector<int> members, int rank, const topo::Hierarchy& hierarchy);
+  // they run (kept when they span nodes).
+  Membership(std::vector<int> members, int rank, topo::Hierarchy hierarchy);
 
   const std::vector<int>& members() const { return members_; }
   int rank() const { return rank_; }

@@ -54,6 +54,7 @@ bool SlotExchange::all_published(uint64_t sequence) {
 }
 
 bool SlotExchange::verified_earlier_calls(uint64_t last) {
+  if (slots_.unverified_calls == 0) return true;
   for (uint64_t call = last + 1 - std::min(last, SlotGroup::kRunAhead); call <= last; ++call) {
     SlotGroup::Unverified& earlier = slots_.unverified[call % SlotGroup::kRunAhead];
     if (earlier.call != call) continue;  // verified, or it saw every member
@@ -67,7 +68,7 @@ bool SlotExchange::verified_earlier_calls(uint64_t last) {
                     : "this rank's call " + std::to_string(back) + " calls before this one",
           verdict);
     }
-    earlier.call = 0;
+    slots_.forget_unverified(call);
   }
   return true;
 }
@@ -124,8 +125,7 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
     verdict_ = std::move(*call);
     // The others' signatures are compared in a later call (SlotGroup::unverified), unless this
     // one already failed.
-    if (verdict_.ok())
-      slots_.unverified[sequence_ % SlotGroup::kRunAhead] = {sequence_, signature_};
+    if (verdict_.ok()) slots_.leave_unverified(sequence_, signature_);
   }
   done_ = true;
   return true;

@@ -34,13 +34,23 @@ struct SlotGroup {
   // kBuffers - kRunAhead after it). So a root runs up to kRunAhead calls ahead of its members.
   static constexpr uint64_t kRunAhead = transport::shm::SlotRegion::kBuffers / 2;
   struct Unverified {
+    using Signature = std::array<uint64_t, transport::shm::SlotRegion::kSignatureWords>;
     uint64_t call = 0;
-    std::array<uint64_t, transport::shm::SlotRegion::kSignatureWords> signature{};
+    Signature signature{};
   };
   std::array<Unverified, kRunAhead> unverified{};
-  // `call`'s mismatch has been reported already: not again later.
+  int unverified_calls = 0;  // entries with a call: none in a loop of allreduces
+  void leave_unverified(uint64_t call, const Unverified::Signature& signature) {
+    Unverified& u = unverified[call % kRunAhead];
+    if (u.call == 0) ++unverified_calls;
+    u = {call, signature};
+  }
+  // `call` is verified, or its mismatch has been reported already: not again later.
   void forget_unverified(uint64_t call) {
-    if (Unverified& u = unverified[call % kRunAhead]; u.call == call) u.call = 0;
+    if (Unverified& u = unverified[call % kRunAhead]; u.call == call) {
+      u.call = 0;
+      --unverified_calls;
+    }
   }
   // Chunks that calls through the staging halves have moved so far (SlotRegion::Staging).
   uint64_t staged_chunks = 0;

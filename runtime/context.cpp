@@ -109,10 +109,10 @@ void Context::connect_planned_peers() {
 
 std::unique_ptr<Communicator> Context::make_communicator(std::vector<int> members, int rank,
                                                          uint16_t id, uint64_t stamp) {
-  const topo::Hierarchy hierarchy(placement_.places_of(members));
-  return make_communicator(
-      std::make_shared<const collectives::Membership>(std::move(members), rank, hierarchy), id,
-      stamp);
+  topo::Hierarchy hierarchy(placement_.places_of(members));
+  return make_communicator(std::make_shared<const collectives::Membership>(std::move(members), rank,
+                                                                           std::move(hierarchy)),
+                           id, stamp);
 }
 
 std::unique_ptr<Communicator> Context::make_communicator(
@@ -132,6 +132,8 @@ std::unique_ptr<Communicator> Context::make_communicator(
 
 std::unique_ptr<Communicator> Context::holding(uint32_t id, uint64_t stamp,
                                                FunctionRef<std::unique_ptr<Communicator>()> make) {
+  if (stamp == 0)
+    throw Error(Code::invalid_argument, "stamp: 0 is none (pass the members' largest)");
   ids_.hold(id, stamp);
   try {
     return make();
@@ -540,16 +542,12 @@ std::unique_ptr<Communicator> Context::from_ranks(std::span<const int> ranks, ui
     throw Error(Code::invalid_argument,
                 "ranks: this process (rank " + std::to_string(job_.rank()) + ") is not listed");
   }
-  if (stamp == 0)
-    throw Error(Code::invalid_argument, "stamp: 0 is none (pass the members' largest)");
   return holding(id, stamp, [&] {
     return make_communicator({ranks.begin(), ranks.end()}, rank, static_cast<uint16_t>(id), stamp);
   });
 }
 
 std::unique_ptr<Communicator> Context::like(const Communicator& like, uint32_t id, uint64_t stamp) {
-  if (stamp == 0)
-    throw Error(Code::invalid_argument, "stamp: 0 is none (pass the members' largest)");
   return holding(id, stamp, [&] {
     return make_communicator(like.membership(), static_cast<uint16_t>(id), stamp);
   });

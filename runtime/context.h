@@ -137,8 +137,8 @@ class Context {
                                                                uint16_t id, uint64_t stamp);
   std::unique_ptr<collectives::Communicator> make_communicator(
       std::shared_ptr<const collectives::Membership> membership, uint16_t id, uint64_t stamp);
-  // A communicator of `id` held with `stamp` (ids_.hold), made by `make`; the id goes back
-  // when it cannot be made.
+  // A communicator of `id` held with `stamp` (ids_.hold; Error(invalid_argument) for stamp 0),
+  // made by `make`; the id goes back when it cannot be made.
   std::unique_ptr<collectives::Communicator> holding(
       uint32_t id, uint64_t stamp, FunctionRef<std::unique_ptr<collectives::Communicator>()> make);
   std::unique_ptr<collectives::Communicator> create_group(collectives::Communicator& parent,

@@ -19,7 +19,7 @@ namespace {
 struct Region {
   static constexpr int kLocalRanks = 3;
   Region() : bytes(SlotRegion::bytes(kLocalRanks)), region(map(bytes), kLocalRanks, pids) {}
-  ~Region() { munmap(region.slot(0, 0).buffers, bytes); }
+  ~Region() { munmap(&region.directory(), bytes); }  // the directory starts the region
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 
