@@ -24,6 +24,7 @@
 
 #include "ompi_config.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,15 +37,12 @@
 
 BEGIN_C_DECLS
 
-/* What ibcoll ran and what fell back, printed at verbosity 1 when ibcoll stops. */
+/* What ibcoll ran and what fell back, printed at verbosity 1 when ibcoll stops. What ibcoll ran
+ * is counted under the lock (a plain add: every call pays for it); what fell back, from any
+ * thread without it (mca_coll_ibcoll_count_fallback). */
 typedef struct {
   unsigned long allreduce, bcast, iallreduce, ibcast, fallback;
 } mca_coll_ibcoll_counters_t;
-
-/* Counted from any thread, with or without the lock. */
-static inline void mca_coll_ibcoll_count(unsigned long* counter, long by) {
-  __atomic_fetch_add(counter, (unsigned long)by, __ATOMIC_RELAXED);
-}
 
 typedef struct {
   mca_coll_base_component_2_0_0_t super;
@@ -65,6 +63,10 @@ typedef struct {
 } mca_coll_ibcoll_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_ibcoll_component_t mca_coll_ibcoll_component;
+
+static inline void mca_coll_ibcoll_count_fallback(void) {
+  __atomic_fetch_add(&mca_coll_ibcoll_component.counters.fallback, 1, __ATOMIC_RELAXED);
+}
 
 /* A previous module's entry point and the module it belongs to (retained while saved). */
 #define IBCOLL_SAVED(fn_type, name) \
@@ -174,9 +176,29 @@ int mca_coll_ibcoll_start(mca_coll_ibcoll_module_t* world);
 /* Whether threads call MPI at once (MPI_THREAD_MULTIPLE): the lock is then a mutex. Set once,
  * before any call. */
 void mca_coll_ibcoll_threads_at_once(bool at_once);
-void mca_coll_ibcoll_lock(void);
+/* The lock: a mutex when threads call at once, else a flag that keeps what the mutex would say
+ * (for the progress callback's try). Inline: every call takes it. */
+typedef struct {
+  pthread_mutex_t mutex;
+  bool threads_at_once; /* until Open MPI says otherwise */
+  bool held;            /* the flag, while one thread at a time calls */
+} mca_coll_ibcoll_lock_t;
+extern mca_coll_ibcoll_lock_t mca_coll_ibcoll_the_lock;
+static inline void mca_coll_ibcoll_lock(void) {
+  if (mca_coll_ibcoll_the_lock.threads_at_once) {
+    pthread_mutex_lock(&mca_coll_ibcoll_the_lock.mutex);
+  } else {
+    mca_coll_ibcoll_the_lock.held = true;
+  }
+}
+static inline void mca_coll_ibcoll_unlock(void) {
+  if (mca_coll_ibcoll_the_lock.threads_at_once) {
+    pthread_mutex_unlock(&mca_coll_ibcoll_the_lock.mutex);
+  } else {
+    mca_coll_ibcoll_the_lock.held = false;
+  }
+}
 bool mca_coll_ibcoll_trylock(void);
-void mca_coll_ibcoll_unlock(void);
 /* While set on a thread (the progress callback), ibcoll's waits there do not run
  * opal_progress: it is already running below. */
 void mca_coll_ibcoll_inside_progress(bool inside);

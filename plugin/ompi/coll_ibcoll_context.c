@@ -12,35 +12,21 @@
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
-static pthread_mutex_t ibcoll_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool threads_at_once = true;       /* until Open MPI says otherwise */
-static bool held;                         /* the lock, while one thread at a time calls */
+mca_coll_ibcoll_lock_t mca_coll_ibcoll_the_lock = {.mutex = PTHREAD_MUTEX_INITIALIZER,
+                                                   .threads_at_once = true};
 static mca_coll_ibcoll_module_t* tracked; /* modules that may hold an ibcoll communicator */
 static int finalize_keyval = MPI_KEYVAL_INVALID;
 static __thread bool inside_progress; /* this thread runs the progress callback */
 
 void mca_coll_ibcoll_threads_at_once(bool at_once) {
-  threads_at_once = at_once;
-}
-void mca_coll_ibcoll_lock(void) {
-  if (threads_at_once) {
-    pthread_mutex_lock(&ibcoll_lock);
-  } else {
-    held = true;
-  }
+  mca_coll_ibcoll_the_lock.threads_at_once = at_once;
 }
 bool mca_coll_ibcoll_trylock(void) {
-  if (threads_at_once) return pthread_mutex_trylock(&ibcoll_lock) == 0;
-  if (held) return false;
-  held = true;
+  mca_coll_ibcoll_lock_t* lock = &mca_coll_ibcoll_the_lock;
+  if (lock->threads_at_once) return pthread_mutex_trylock(&lock->mutex) == 0;
+  if (lock->held) return false;
+  lock->held = true;
   return true;
-}
-void mca_coll_ibcoll_unlock(void) {
-  if (threads_at_once) {
-    pthread_mutex_unlock(&ibcoll_lock);
-  } else {
-    held = false;
-  }
 }
 void mca_coll_ibcoll_inside_progress(bool inside) {
   inside_progress = inside;
@@ -183,10 +169,10 @@ int mca_coll_ibcoll_start(mca_coll_ibcoll_module_t* world) {
   ibcoll_comm_world(c->context, &everyone);
   const int rank = ompi_comm_rank(world->comm), next = (rank + 1) % ompi_comm_size(world->comm);
   const char* timeout = getenv("IBCOLL_TIMEOUT");
-  opal_output_verbose(10, c->output,
-                      "coll:ibcoll: rank %d started ibcoll: %s to rank %d; IBCOLL_TIMEOUT %s; %s",
-                      rank, ibcoll_transport(everyone, next), next, timeout ? timeout : "(default)",
-                      threads_at_once ? "calls serialised by a mutex (MPI_THREAD_MULTIPLE)"
-                                      : "one thread calls at a time (no mutex)");
+  opal_output_verbose(
+      10, c->output, "coll:ibcoll: rank %d started ibcoll: %s to rank %d; IBCOLL_TIMEOUT %s; %s",
+      rank, ibcoll_transport(everyone, next), next, timeout ? timeout : "(default)",
+      mca_coll_ibcoll_the_lock.threads_at_once ? "calls serialised by a mutex (MPI_THREAD_MULTIPLE)"
+                                               : "one thread calls at a time (no mutex)");
   return OMPI_SUCCESS;
 }

@@ -81,8 +81,8 @@ static void start(mca_coll_ibcoll_request_t* r) {
     opal_output_verbose(10, mca_coll_ibcoll_component.output,
                         "coll:ibcoll: a queued call on %s: fallback", m->comm->c_name);
     mca_coll_ibcoll_counters_t* n = &mca_coll_ibcoll_component.counters;
-    mca_coll_ibcoll_count(c->bcast ? &n->ibcast : &n->iallreduce, -1);
-    mca_coll_ibcoll_count(&n->fallback, 1);
+    --*(c->bcast ? &n->ibcast : &n->iallreduce); /* under the lock */
+    mca_coll_ibcoll_count_fallback();
     free(r->call.packed); /* the previous module takes the caller's own layout */
     r->call.packed = NULL;
     rc = c->bcast ? m->previous_ibcast(c->mpi_recv, c->mpi_count, c->mpi_type, c->root, m->comm,

@@ -164,6 +164,38 @@ static void nonblocking(MPI_Comm comm, const char* comm_name) {
   }
 }
 
+static void add_ints(void* in, void* inout, int* count, MPI_Datatype* type) {
+  (void)type;
+  for (int i = 0; i < *count; ++i)
+    ((int*)inout)[i] += ((const int*)in)[i];
+}
+
+/* What ibcoll does not take, each a count of its own in the log: a user's op that sums (4243), a
+ * predefined op it lacks (LOR, 4244), a predefined type it lacks (long double, 4245). */
+static void ops_and_types_it_leaves(MPI_Comm comm, const char* comm_name) {
+  int size;
+  MPI_Comm_size(comm, &size);
+  MPI_Op user_sum;
+  MPI_Op_create(add_ints, 1, &user_sum);
+  int ints[4244];
+  for (int i = 0; i < 4244; ++i)
+    ints[i] = i % 2;
+  MPI_Allreduce(MPI_IN_PLACE, ints, 4243, MPI_INT, user_sum, comm);
+  for (int i = 0; i < 4243; ++i)
+    CHECK(ints[i] == i % 2 * size, "user sum on %s at %d", comm_name, i);
+  MPI_Op_free(&user_sum);
+  MPI_Allreduce(MPI_IN_PLACE, ints, 4244, MPI_INT, MPI_LOR, comm);
+  for (int i = 0; i < 4244; ++i)
+    CHECK(ints[i] == (i % 2 == 1), "lor on %s at %d", comm_name, i);
+  long double* reals = malloc(4245 * sizeof(long double));
+  for (int i = 0; i < 4245; ++i)
+    reals[i] = i;
+  MPI_Allreduce(MPI_IN_PLACE, reals, 4245, MPI_LONG_DOUBLE, MPI_SUM, comm);
+  for (int i = 0; i < 4245; ++i)
+    CHECK(reals[i] == (long double)i * size, "long double sum on %s at %d", comm_name, i);
+  free(reals);
+}
+
 /* MINLOC (count 4242), which ibcoll does not take, and a strided bcast (count 77). */
 static void minloc_and_strided(MPI_Comm comm, const char* comm_name) {
   int rank, size;
@@ -202,6 +234,7 @@ static void everything(MPI_Comm comm, const char* name) {
   bcast_every_root(comm, name);
   nonblocking(comm, name);
   minloc_and_strided(comm, name);
+  ops_and_types_it_leaves(comm, name);
 }
 
 int main(int argc, char** argv) {
