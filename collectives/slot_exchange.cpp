@@ -60,13 +60,12 @@ bool SlotExchange::verified_earlier_calls(uint64_t last) {
     if (earlier.call != call) continue;  // verified, or it saw every member
     if (!all_published(call)) return false;
     if (done_) return true;  // a member died
-    Status verdict = compare_signatures(call, earlier.signature);
-    if (!verdict.ok() && earlier_.ok()) {
+    if (!same_signatures(call, earlier.signature) && earlier_.ok()) {
       const uint64_t back = sequence_ - call;
       earlier_ = reported_later(
           back == 1 ? std::string("this rank's call before this one")
                     : "this rank's call " + std::to_string(back) + " calls before this one",
-          verdict);
+          mismatch_of(call, earlier.signature));
     }
     slots_.forget_unverified(call);
   }
@@ -117,7 +116,7 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
     // them before this rank publishes again.
     verified_earlier_calls(sequence_ - 1);
     if (done_) return true;
-    verdict_ = compare_signatures(sequence_, signature_);
+    if (!same_signatures(sequence_, signature_)) verdict_ = mismatch_of(sequence_, signature_);
   } else {
     waiting_for_ = sequence_;
     std::optional<Status> call = published_by(source_);
@@ -131,17 +130,22 @@ bool SlotExchange::advance(const void* data, size_t bytes) {
   return true;
 }
 
-Status SlotExchange::compare_signatures(uint64_t sequence, const Signature& mine, int only) const {
+bool SlotExchange::same_signatures(uint64_t sequence, const Signature& mine, int only) const {
   const int first = only == kEveryMember ? 0 : only;
   const int end = only == kEveryMember ? size_ : only + 1;
-  bool same = true;
-  for (int m = first; m < end && same; ++m) {
+  uint64_t differ = 0;
+  for (int m = first; m < end; ++m) {
     if (m == rank_) continue;  // `mine`, and its line may be in the others' caches by now
     const uint64_t* theirs = buffer_of(m, sequence).signature;
     for (size_t w = 0; w < mine.size(); ++w)
-      same = same && theirs[w] == mine[w];
+      differ |= theirs[w] ^ mine[w];
   }
-  if (same) return {};
+  return differ == 0;
+}
+
+Status SlotExchange::mismatch_of(uint64_t sequence, const Signature& mine, int only) const {
+  const int first = only == kEveryMember ? 0 : only;
+  const int end = only == kEveryMember ? size_ : only + 1;
   auto low = unpack(mine.data()), high = low;
   for (int m = first; m < end; ++m) {
     const auto theirs = unpack(buffer_of(m, sequence).signature);
@@ -159,8 +163,8 @@ const std::byte* SlotExchange::data_of(int member) const {
 
 std::optional<Status> SlotExchange::published_by(int member) const {
   if (Region::load(buffer_of(member).ready) < sequence_) return std::nullopt;
-  if (member == rank_) return Status{};  // a root that reads its own call
-  return compare_signatures(sequence_, signature_, member);
+  if (same_signatures(sequence_, signature_, member)) return Status{};
+  return mismatch_of(sequence_, signature_, member);
 }
 
 void SlotExchange::release() {

@@ -55,10 +55,10 @@ class SlotExchange {
   Region::Buffer& buffer_of(int member) const { return buffer_of(member, sequence_); }
   // True once every member has published call `sequence` (or one has died).
   bool all_published(uint64_t sequence);
-  // Whether the signatures of call `sequence` of every member (or of `only`) equal `mine`,
-  // else the mismatch.
-  Status compare_signatures(uint64_t sequence, const Signature& mine,
-                            int only = kEveryMember) const;
+  // Whether the signatures of call `sequence` of every member (or of `only`) equal `mine`: the
+  // check every call makes, apart from the error that names a mismatch (mismatch_of).
+  bool same_signatures(uint64_t sequence, const Signature& mine, int only = kEveryMember) const;
+  Status mismatch_of(uint64_t sequence, const Signature& mine, int only = kEveryMember) const;
   // Compares this rank's unverified calls up to `last` (every member has published them) with
   // the members'; a mismatch goes to the earlier verdict. False while a member has not published
   // one; true once done, or a member died.
