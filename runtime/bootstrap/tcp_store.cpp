@@ -59,13 +59,17 @@ std::string frame(char op, const std::string& body) {
   return out;
 }
 
-// Sends what the socket takes now (it is non-blocking): the bytes sent. Throws on an error.
+// Sends what the socket takes now (it is non-blocking): the bytes sent. Throws on an error:
+// peer_failed where the other end closed the connection.
 size_t send_some(int fd, const char* bytes, size_t size) {
   while (true) {
     const ssize_t n = ::send(fd, bytes, size, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) return static_cast<size_t>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    if (errno == EPIPE || errno == ECONNRESET) {
+      throw Error(Code::peer_failed, "bootstrap: the other end closed the connection");
+    }
     throw_errno("bootstrap: send", errno);
   }
 }
@@ -567,8 +571,10 @@ TcpStore::TcpStore(const std::string& address, int rank, int size, const std::st
   while (!join(host, port, secret, deadline)) {  // the job's previous store is on its way out
     if (deadline.expired()) {
       throw Error(Code::timeout, "bootstrap: the TCP store at " + address +
-                                     " still served the job's previous one after " +
-                                     std::to_string(timeout.count()) + " ms (IBCOLL_TIMEOUT)");
+                                     " did not take this rank within " +
+                                     std::to_string(timeout.count()) +
+                                     " ms (IBCOLL_TIMEOUT): it still served the job's previous "
+                                     "one, or closed each connection before answering");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -602,18 +608,21 @@ bool TcpStore::join(const std::string& host, int port, const std::string& secret
     char op;
     std::string body;
     take_reply(op, body, timeout_);
-    if (op == kComeBack) {
-      ::close(fd_);
-      fd_ = -1;
-      in_.clear();
-      return false;
+    if (op != kComeBack && op != kAccepted) {
+      throw Error(Code::internal, "bootstrap: the TCP store answered oddly");
     }
-    if (op != kAccepted) throw Error(Code::internal, "bootstrap: the TCP store answered oddly");
-  } catch (...) {
-    ::close(fd_);
-    throw;
+    if (op == kAccepted) return true;
+  } catch (const Error&) {
+    if (!closed_) {
+      ::close(fd_);
+      throw;
+    }
   }
-  return true;
+  ::close(fd_);
+  fd_ = -1;
+  in_.clear();
+  closed_ = false;
+  return false;
 }
 
 void TcpStore::leave_without_everyone() {
@@ -640,7 +649,12 @@ void TcpStore::request(char op, const std::string& body) {
   const std::string bytes = frame(op, body);
   const Deadline deadline(timeout_);
   for (size_t done = 0; done < bytes.size();) {
-    done += send_some(fd_, bytes.data() + done, bytes.size() - done);
+    try {
+      done += send_some(fd_, bytes.data() + done, bytes.size() - done);
+    } catch (const Error& e) {
+      closed_ = e.status().code() == Code::peer_failed;
+      throw;
+    }
     if (done < bytes.size() && !wait_for(fd_, POLLOUT, deadline)) {
       broken_ = true;  // half a frame went out
       throw Error(Code::timeout, "bootstrap: the TCP store took no request within " +
@@ -674,6 +688,7 @@ void TcpStore::take_reply(char& op, std::string& body, std::chrono::milliseconds
     const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
     if (n <= 0) {
+      closed_ = true;
       throw Error(Code::peer_failed, "bootstrap: the TCP store closed the connection");
     }
     in_.append(chunk, static_cast<size_t>(n));

@@ -42,7 +42,9 @@ class TcpStore final : public Bootstrap {
   class Server;
   // Connects, presents the secret and says which rank it is; false where the store at the
   // address served this rank already (the job's previous store, still serving the others'
-  // goodbyes): nothing is left open then.
+  // goodbyes), or closed the connection before taking this rank (that store ending just then:
+  // the connection was still in its queue, or it took it and then ended): nothing is left open
+  // then.
   bool join(const std::string& host, int port, const std::string& secret, const Deadline& deadline);
   void request(char op, const std::string& body);
   // The next frame (op and body), whatever it is; Error(timeout) after `wait`.
@@ -57,6 +59,7 @@ class TcpStore final : public Bootstrap {
   int fd_ = -1;
   std::string in_;       // bytes received and not yet consumed
   bool broken_ = false;  // a request timed out: its answer may still come
+  bool closed_ = false;  // the store closed the connection
 };
 
 // host:port → (host, port); throws Error(invalid_argument) naming IBCOLL_BOOTSTRAP.

@@ -382,5 +382,41 @@ TEST(TcpStore, TheNextStoreAtTheSameAddressIsNotConfusedWithThePreviousOne) {
     EXPECT_TRUE(e.ok()) << describe(exits);
 }
 
+// A store that closes a rank's connection before answering it is one on its way out (the job's
+// previous store ended just as the rank connected: the connection was still in its queue, or it
+// took it and then ended), so the rank tries again and joins the next store at the address.
+// Rank 0 stands in for the previous store: it takes rank 1's first connection, reads its hello
+// and closes it unanswered, then opens the real store.
+TEST(TcpStore, AConnectionClosedBeforeAnyAnswerIsTriedAgain) {
+  auto exits = run_ranks(2, [](int rank, int) {
+    if (rank == 0) {
+      auto [host, port] = parse_host_port(std::getenv("IBCOLL_BOOTSTRAP"));
+      sockaddr_in address{};
+      address.sin_family = AF_INET;
+      address.sin_port = htons(static_cast<uint16_t>(port));
+      inet_pton(AF_INET, host.c_str(), &address.sin_addr);
+      const int listener = socket(AF_INET, SOCK_STREAM, 0);
+      const int one = 1;
+      setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      RANK_CHECK(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0,
+                 "bind");
+      RANK_CHECK(listen(listener, 4) == 0, "listen");
+      const int first = accept(listener, nullptr, nullptr);
+      RANK_CHECK(first >= 0, "accept");
+      char hello[256];
+      RANK_CHECK(recv(first, hello, sizeof(hello), 0) > 0, "rank 1's hello");
+      close(first);
+      close(listener);
+    }
+    TcpStore store = open_store(std::chrono::seconds(10));
+    const auto all = store.allgather("after", "part-" + std::to_string(rank));
+    for (size_t r = 0; r < all.size(); ++r)
+      RANK_CHECK(all[r] == "part-" + std::to_string(r), "the allgather after: " + all[r]);
+    return 0;
+  });
+  for (auto& e : exits)
+    EXPECT_TRUE(e.ok()) << describe(exits);
+}
+
 }  // namespace
 }  // namespace ibcoll::runtime
