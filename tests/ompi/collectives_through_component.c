@@ -1,12 +1,12 @@
 /* An ordinary MPI program, run under mpirun with coll/ibcoll at priority 100 (run_component_test
  * says how). MPI_Allreduce, MPI_Bcast, MPI_Iallreduce and MPI_Ibcast on MPI_COMM_WORLD, a split
- * and a dup, in place and not, for every MPI type that maps to an ibcoll type and every op, are
- * checked against references computed here. MINLOC, which ibcoll leaves to Open MPI, and a
- * bcast of a strided datatype, which ibcoll packs, use counts no other call uses, so that the
- * component's verbose log (one line per call) shows which way each went; the runner checks
- * those lines. The first argument is the thread level asked for: single (MPI_Init) or
- * multiple (MPI_Init_thread, MPI_THREAD_MULTIPLE, as mpi4py does). Exits non-zero on the first
- * wrong result. */
+ * and a dup, in place and not, for most MPI types that map to an ibcoll type and every op, are
+ * checked against references computed here. What ibcoll leaves to Open MPI (MINLOC, a user's
+ * op, LOR, long double) and a bcast of a strided datatype, which ibcoll packs, use counts no
+ * other call uses, so that the component's verbose log (one line per call) shows which way each
+ * went; the runner checks those lines. The first argument is the thread level asked for: single
+ * (MPI_Init) or multiple (MPI_Init_thread, MPI_THREAD_MULTIPLE, as mpi4py does). Exits non-zero on
+ * the first wrong result. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -188,6 +188,7 @@ static void ops_and_types_it_leaves(MPI_Comm comm, const char* comm_name) {
   for (int i = 0; i < 4244; ++i)
     CHECK(ints[i] == (i % 2 == 1), "lor on %s at %d", comm_name, i);
   long double* reals = malloc(4245 * sizeof(long double));
+  CHECK(reals != NULL, "no memory for the long doubles");
   for (int i = 0; i < 4245; ++i)
     reals[i] = i;
   MPI_Allreduce(MPI_IN_PLACE, reals, 4245, MPI_LONG_DOUBLE, MPI_SUM, comm);
