@@ -80,7 +80,8 @@ const Variable kVariables[] = {
     {"IBCOLL_CREDITS", "32",
      "most messages one peer may have in our receive queue (3/4 of it are shared among the "
      "peers connected)"},
-    {"IBCOLL_MR_CACHE", "0", "keep user buffers registered between transfers (0|1)"},
+    {"IBCOLL_MR_CACHE", "auto",
+     "keep user buffers registered between transfers: auto (where libucm reports unmaps), 0 or 1"},
     {"IBCOLL_MR_CACHE_SIZE", "1G", "most bytes the registration cache keeps registered"},
     {"IBCOLL_HANDSHAKE_RETRY", "200ms", "resend an unanswered connection handshake after this"},
     {"IBCOLL_KEEPALIVE", "1s", "probe a silent peer that an operation waits on after this"},
@@ -343,7 +344,7 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
       static_cast<uint32_t>(parse_integer("IBCOLL_SRQ_DEPTH", get("IBCOLL_SRQ_DEPTH"), 2, 1 << 20));
   v.credits =
       static_cast<uint32_t>(parse_integer("IBCOLL_CREDITS", get("IBCOLL_CREDITS"), 1, 1 << 16));
-  v.mr_cache = parse_bool("IBCOLL_MR_CACHE", get("IBCOLL_MR_CACHE"));
+  v.mr_cache = transport::verbs::parse_cache_mode(get("IBCOLL_MR_CACHE"));
   v.mr_cache_bytes = parse_size("IBCOLL_MR_CACHE_SIZE", get("IBCOLL_MR_CACHE_SIZE"));
   v.timeout = c.timeout;
   v.handshake_retry = parse_duration("IBCOLL_HANDSHAKE_RETRY", get("IBCOLL_HANDSHAKE_RETRY"));

@@ -320,7 +320,11 @@ Context::Counters Context::counters() const {
 #ifdef IBCOLL_HAVE_VERBS
   if (verbs_) {
     c.verbs_sent = channel_->sent_through(*verbs_);
-    c.verbs_connections = verbs_->counters().connections;
+    const auto verbs = verbs_->counters();
+    c.verbs_connections = verbs.connections;
+    c.registration_hits = verbs.registration_hits;
+    c.registration_misses = verbs.registration_misses;
+    c.registrations_unmapped = verbs.registrations_unmapped;
   }
 #endif
   return c;

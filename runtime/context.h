@@ -63,6 +63,9 @@ class Context {
     uint64_t verbs_connections = 0;
     transport::RoutedChannel::Traffic verbs_sent, shm_sent;
     uint64_t shm_segment_bytes = 0, shm_resident_bytes = 0;
+    // verbs' registration cache: look-ups it answered, those it registered for, and entries it
+    // dropped because their memory was unmapped.
+    uint64_t registration_hits = 0, registration_misses = 0, registrations_unmapped = 0;
   };
   // What the transports have done since the start (ibcoll_get_counters).
   Counters counters() const;

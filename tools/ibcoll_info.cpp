@@ -25,6 +25,7 @@
 #ifdef IBCOLL_HAVE_VERBS
 #include "runtime/verbs_endpoint.h"
 #include "transport/verbs/device.h"
+#include "transport/verbs/mr_cache.h"
 #include "transport/verbs/xrc_domain.h"
 #endif
 
@@ -226,6 +227,8 @@ int main(int argc, char** argv) {
     std::printf("verbs: device %s port %d, %s, GID index %d, receive sharing: %s\n",
                 device.name().c_str(), device.port(), device.is_ethernet() ? "RoCE" : "InfiniBand",
                 device.gid_index(), receive_sharing(config, device).c_str());
+    std::printf("registration cache: %s\n",
+                transport::verbs::RegistrationCache::describe(config.verbs.mr_cache).c_str());
 #endif
   } catch (const Error& e) {
     std::printf("\n%s\n", e.what());

@@ -506,7 +506,7 @@ TEST(VerbsTransport, RegistrationsGrantPeersNoMoreThanTheyNeed) {
     RcQueuePair target(pd.get(), cq.get(), srq.get(), 16, device);
     writer.connect(device.address(), target.qp_num(), target.psn());
     target.connect(device.address(), writer.qp_num(), writer.psn());
-    RegistrationCache registrations(pd.get(), false, 0);
+    RegistrationCache registrations(pd.get(), CacheMode::off, 0);
     std::vector<std::byte> source(4096, std::byte{7}), landing(4096), sent_from(4096);
     auto* from = registrations.acquire(source.data(), source.size(), Access::device_reads);
     auto* open = registrations.acquire(landing.data(), landing.size(), Access::peer_writes);
@@ -542,39 +542,53 @@ TEST(VerbsTransport, RegistrationsGrantPeersNoMoreThanTheyNeed) {
   expect_all_ok(exits);
   // The channel itself: with its send slots, receive queue and handshake buffers registered
   // and messages flowing, no registration of the process is peer-writable; a rendezvous
-  // receive's buffer is while its transfer runs, and is not once it has landed; the sender's
-  // never is.
-  expect_all_ok(run_ranks(2, [](int me, int) {
-    runtime::VerbsEndpoint r;
-    const int peer = 1 - me;
-    std::vector<std::byte> small(100, std::byte{1}), big(1 << 20, std::byte{2});
-    Transfer out, in;
-    r.channel().send(peer, 1, small.data(), small.size(), record(out));
-    r.channel().recv(peer, 1, small.data(), small.size(), record(in));
-    r.wait([&] { return out.done && in.done; }, "eager messages");
-    RANK_CHECK(live_objects().peer_writable_mrs == 0,
-               std::to_string(live_objects().peer_writable_mrs) +
-                   " peer-writable registrations with no rendezvous running");
-    Transfer big_transfer;
-    int most_open = 0;
-    if (me == 1) {
-      r.channel().recv(peer, 2, big.data(), big.size(), record(big_transfer));
-    } else {
-      r.channel().send(peer, 2, big.data(), big.size(), record(big_transfer));
-    }
-    r.wait(
-        [&] {
-          most_open = std::max<int>(most_open, live_objects().peer_writable_mrs);
-          return big_transfer.done;
+  // receive's buffer is while its transfer runs; the sender's never is. Once the buffer has
+  // landed it is not with IBCOLL_MR_CACHE=0; the registration cache (on by default) keeps it,
+  // the one registration left open, until its memory is unmapped.
+  for (const bool cached : {false, true}) {
+    SCOPED_TRACE(cached ? "registration cache on" : "IBCOLL_MR_CACHE=0");
+    RankOptions options;
+    options.environment["IBCOLL_MR_CACHE"] = cached ? "1" : "0";
+    expect_all_ok(run_ranks(
+        2,
+        [cached](int me, int) {
+          runtime::VerbsEndpoint r;
+          RANK_CHECK(r.channel().registrations_cached() == cached, "the cache is not as expected");
+          const int peer = 1 - me;
+          std::vector<std::byte> small(100, std::byte{1}), big(1 << 20, std::byte{2});
+          Transfer out, in;
+          r.channel().send(peer, 1, small.data(), small.size(), record(out));
+          r.channel().recv(peer, 1, small.data(), small.size(), record(in));
+          r.wait([&] { return out.done && in.done; }, "eager messages");
+          RANK_CHECK(live_objects().peer_writable_mrs == 0,
+                     std::to_string(live_objects().peer_writable_mrs) +
+                         " peer-writable registrations with no rendezvous running");
+          Transfer big_transfer;
+          int most_open = 0;
+          if (me == 1) {
+            r.channel().recv(peer, 2, big.data(), big.size(), record(big_transfer));
+          } else {
+            r.channel().send(peer, 2, big.data(), big.size(), record(big_transfer));
+          }
+          r.wait(
+              [&] {
+                most_open = std::max<int>(most_open, live_objects().peer_writable_mrs);
+                return big_transfer.done;
+              },
+              "the rendezvous");
+          RANK_CHECK(big_transfer.status.ok(), big_transfer.status.to_string());
+          RANK_CHECK(
+              most_open == (me == 1 ? 1 : 0),
+              std::to_string(most_open) + " peer-writable registrations during the transfer");
+          const int left_open = me == 1 && cached ? 1 : 0;
+          RANK_CHECK(live_objects().peer_writable_mrs == left_open,
+                     std::to_string(live_objects().peer_writable_mrs) +
+                         " peer-writable registrations once the transfer ended");
+          r.bootstrap().barrier("end");
+          return 0;
         },
-        "the rendezvous");
-    RANK_CHECK(big_transfer.status.ok(), big_transfer.status.to_string());
-    RANK_CHECK(most_open == (me == 1 ? 1 : 0),
-               std::to_string(most_open) + " peer-writable registrations during the transfer");
-    RANK_CHECK(live_objects().peer_writable_mrs == 0, "the target stayed peer-writable");
-    r.bootstrap().barrier("end");
-    return 0;
-  }));
+        options));
+  }
 }
 
 // A peer killed mid-transfer: every survivor's operations with it fail with an error that names

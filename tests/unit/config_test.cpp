@@ -39,7 +39,7 @@ TEST(Config, DefaultsComeFromTheTable) {
   EXPECT_EQ(c.verbs.srq_depth, 512u);
   EXPECT_EQ(c.verbs.gid_index, -1);
   EXPECT_EQ(c.verbs.xrc, transport::verbs::XrcMode::automatic);
-  EXPECT_FALSE(c.verbs.mr_cache);
+  EXPECT_EQ(c.verbs.mr_cache, transport::verbs::CacheMode::automatic);
   EXPECT_TRUE(c.connect_planned);
   EXPECT_TRUE(c.calibrate_single_copy);
   for (const Variable& v : config_variables()) {
@@ -71,7 +71,7 @@ TEST(Config, ParsesEveryKind) {
   EXPECT_EQ(c.verbs.eager_limit, 4096u);
   EXPECT_EQ(c.verbs.eager_buffer, 1024u);
   EXPECT_EQ(c.verbs.srq_depth, 64u);
-  EXPECT_TRUE(c.verbs.mr_cache);
+  EXPECT_EQ(c.verbs.mr_cache, transport::verbs::CacheMode::on);
   EXPECT_EQ(c.verbs.mr_cache_bytes, size_t{2} << 30);
   EXPECT_EQ(c.verbs.keepalive, std::chrono::seconds(2));
 }

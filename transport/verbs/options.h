@@ -12,6 +12,8 @@ namespace ibcoll::transport::verbs {
 
 enum class XrcMode { automatic, on, off };
 enum class ConnectMode { ud, rdmacm };
+// IBCOLL_MR_CACHE: auto keeps user buffers registered where unmaps are reported (UnmapWatch).
+enum class CacheMode { automatic, on, off };
 
 // Keepalive intervals a peer may stay silent (a probe unacknowledged, a handshake unanswered)
 // before it is judged.
@@ -26,7 +28,7 @@ struct Options {
   size_t eager_buffer = 8 << 10;  // one send slot or SRQ buffer: longer eager messages go in parts
   uint32_t srq_depth = 512;       // receive buffers in the one shared receive queue
   uint32_t credits = 32;          // per-peer cap on unacknowledged messages into our SRQ
-  bool mr_cache = false;          // keep user buffers registered between transfers
+  CacheMode mr_cache = CacheMode::automatic;  // keep user buffers registered between transfers
   size_t mr_cache_bytes = size_t{1} << 30;
   std::chrono::milliseconds timeout{60000};        // connection set-up and liveness
   std::chrono::milliseconds handshake_retry{200};  // resend an unanswered handshake
@@ -42,5 +44,7 @@ struct Options {
 const char* xrc_mode_name(XrcMode mode);
 XrcMode parse_xrc_mode(const std::string& text);          // throws Error(invalid_argument)
 ConnectMode parse_connect_mode(const std::string& text);  // throws Error(invalid_argument)
+const char* cache_mode_name(CacheMode mode);
+CacheMode parse_cache_mode(const std::string& text);  // throws Error(invalid_argument)
 
 }  // namespace ibcoll::transport::verbs

@@ -84,6 +84,11 @@ VerbsChannel::VerbsChannel(int rank, int size, const Options& options)
     free_slots_.push_back(i - 1);
   registrations_ =
       std::make_unique<RegistrationCache>(pd_.get(), options.mr_cache, options.mr_cache_bytes);
+  if (registrations_->enabled() && !registrations_->trusted()) {
+    IBCOLL_LOG(warn, "registration cache " << RegistrationCache::describe(options.mr_cache));
+  } else {
+    IBCOLL_LOG(info, "registration cache " << RegistrationCache::describe(options.mr_cache));
+  }
 
   std::random_device random;
   const uint64_t incarnation = (uint64_t{random()} << 32) | random();
@@ -602,6 +607,7 @@ ChannelCounters VerbsChannel::counters() const {
   }
   c.registration_hits = registrations_->stats().hits;
   c.registration_misses = registrations_->stats().misses;
+  c.registrations_unmapped = registrations_->stats().unmapped;
   c.early_arrivals = matches_.unexpected_count();
   c.early_arrival_bytes = early_arrivals_.held_bytes();
   return c;

@@ -66,8 +66,9 @@ struct ChannelCounters {
   uint64_t failed_peers = 0;
   uint64_t rdma_writes_in_flight = 0;  // chunks posted and not yet complete
   uint64_t registration_hits = 0, registration_misses = 0;
-  uint64_t early_arrivals = 0;       // messages waiting for their receive now
-  uint64_t early_arrival_bytes = 0;  // the heap memory their pool holds now
+  uint64_t registrations_unmapped = 0;  // dropped: their memory was unmapped (UnmapWatch)
+  uint64_t early_arrivals = 0;          // messages waiting for their receive now
+  uint64_t early_arrival_bytes = 0;     // the heap memory their pool holds now
 };
 
 class VerbsChannel final : public Channel, private ConnectionManager::Listener {
@@ -114,6 +115,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
 
   ChannelCounters counters() const;
   const Device& device() const { return *device_; }
+  // Whether rendezvous buffers stay registered after their transfer (IBCOLL_MR_CACHE).
+  bool registrations_cached() const { return registrations_->enabled(); }
 
  private:
   static constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);
