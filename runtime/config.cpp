@@ -344,7 +344,10 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
       static_cast<uint32_t>(parse_integer("IBCOLL_SRQ_DEPTH", get("IBCOLL_SRQ_DEPTH"), 2, 1 << 20));
   v.credits =
       static_cast<uint32_t>(parse_integer("IBCOLL_CREDITS", get("IBCOLL_CREDITS"), 1, 1 << 16));
-  v.mr_cache = transport::verbs::parse_cache_mode(get("IBCOLL_MR_CACHE"));
+  const std::string cache = get("IBCOLL_MR_CACHE");
+  v.mr_cache = cache == "auto"                        ? transport::verbs::CacheMode::automatic
+               : parse_bool("IBCOLL_MR_CACHE", cache) ? transport::verbs::CacheMode::on
+                                                      : transport::verbs::CacheMode::off;
   v.mr_cache_bytes = parse_size("IBCOLL_MR_CACHE_SIZE", get("IBCOLL_MR_CACHE_SIZE"));
   v.timeout = c.timeout;
   v.handshake_retry = parse_duration("IBCOLL_HANDSHAKE_RETRY", get("IBCOLL_HANDSHAKE_RETRY"));

@@ -5,6 +5,7 @@
 // registration reaches the old pages, so a root would send what was there, and a receiver's
 // bytes would land there). Two ranks over verbs, messages above the rendezvous threshold.
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -101,8 +102,10 @@ TEST(VerbsRegistrationCache, MemoryMappedAgainAtAnAddressIsNeverServedTheOldRegi
 }
 
 // The loop an application runs: malloc, allreduce, free, a thousand times, above the rendezvous
-// threshold; every result checked. glibc gives the same addresses again, from the heap (then
-// the registration is still good and is found) or from new mappings (then it is not).
+// threshold; every result checked. glibc gives the same addresses again: for the first 500
+// rounds, its mmap threshold below the buffers, from new mappings where the last ones were (the
+// old registration must be dropped), then from its heap, kept untrimmed (the registration is
+// still good and is found).
 TEST(VerbsRegistrationCache, AThousandRoundsOfMallocAllreduceFreeStayRight) {
   expect_all_ok(run_ranks(
       2,
@@ -111,6 +114,11 @@ TEST(VerbsRegistrationCache, AThousandRoundsOfMallocAllreduceFreeStayRight) {
         const int rank = context.world().rank();
         constexpr size_t kFloats = 16 << 10;  // 64 KiB
         for (int round = 0; round < 1000; ++round) {
+          if (round == 0) RANK_CHECK(mallopt(M_MMAP_THRESHOLD, 32 << 10) == 1, "mallopt");
+          if (round == 500) {
+            RANK_CHECK(mallopt(M_MMAP_THRESHOLD, 4 << 20) == 1, "mallopt");
+            RANK_CHECK(mallopt(M_TRIM_THRESHOLD, 64 << 20) == 1, "mallopt");
+          }
           const size_t floats = kFloats + static_cast<size_t>(round % 3) * 4096;
           auto* in = static_cast<float*>(std::malloc(floats * sizeof(float)));
           auto* out = static_cast<float*>(std::malloc(floats * sizeof(float)));
@@ -138,6 +146,7 @@ TEST(VerbsRegistrationCache, AThousandRoundsOfMallocAllreduceFreeStayRight) {
         const auto c = context.counters();
         RANK_CHECK(c.registration_hits > 0, "the cache never served a buffer");
         RANK_CHECK(c.registration_misses > 0, "nothing was ever registered");
+        RANK_CHECK(c.registrations_unmapped > 0, "no freed buffer was ever dropped");
         return 0;
       },
       cached_rendezvous()));

@@ -72,6 +72,8 @@ TEST(Config, ParsesEveryKind) {
   EXPECT_EQ(c.verbs.eager_buffer, 1024u);
   EXPECT_EQ(c.verbs.srq_depth, 64u);
   EXPECT_EQ(c.verbs.mr_cache, transport::verbs::CacheMode::on);
+  EXPECT_EQ(Config::from_environment(lookup_in({{"IBCOLL_MR_CACHE", "off"}})).verbs.mr_cache,
+            transport::verbs::CacheMode::off);
   EXPECT_EQ(c.verbs.mr_cache_bytes, size_t{2} << 30);
   EXPECT_EQ(c.verbs.keepalive, std::chrono::seconds(2));
 }

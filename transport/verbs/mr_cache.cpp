@@ -119,9 +119,10 @@ void RegistrationCache::release(Entry* entry) {
   evict_to_capacity();
 }
 
-void RegistrationCache::invalidate(Entry* entry) {
+void RegistrationCache::revoke(Entry* entry) {
   entry->mr.reset();
   entry->valid = false;
+  release(entry);
 }
 
 void RegistrationCache::erase(std::map<uintptr_t, Entry>::iterator it) {

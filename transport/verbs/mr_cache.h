@@ -46,9 +46,10 @@ class RegistrationCache {
   // The returned entry covers [address, address + length), with `access`, until release().
   Entry* acquire(const void* address, size_t length, Access access);
   void release(Entry* entry);
-  // Deregisters the entry's memory now, whoever else uses it (their transfers fail), so that
-  // nothing reaches it through its keys any more; release() still follows.
-  void invalidate(Entry* entry);
+  // Ends a use whose transfer went wrong (withdrawn, its peer failed or gave it up): the
+  // entry's memory is deregistered now, whoever else uses it (their transfers fail), so that
+  // nothing reaches it through its keys any more, cached or not.
+  void revoke(Entry* entry);
   const Stats& stats() const { return stats_; }
   bool enabled() const { return enabled_; }
   // Caching, and every unmap that could make an entry stale is reported to it.

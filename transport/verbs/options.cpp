@@ -29,23 +29,4 @@ ConnectMode parse_connect_mode(const std::string& text) {
   throw Error(Code::invalid_argument, "IBCOLL_CM: unknown mode '" + text + "' (ud|rdmacm)");
 }
 
-const char* cache_mode_name(CacheMode mode) {
-  switch (mode) {
-    case CacheMode::automatic:
-      return "auto";
-    case CacheMode::on:
-      return "1";
-    case CacheMode::off:
-      return "0";
-  }
-  return "?";
-}
-
-CacheMode parse_cache_mode(const std::string& text) {
-  if (text == "auto") return CacheMode::automatic;
-  if (text == "1") return CacheMode::on;
-  if (text == "0") return CacheMode::off;
-  throw Error(Code::invalid_argument, "IBCOLL_MR_CACHE: unknown mode '" + text + "' (auto|0|1)");
-}
-
 }  // namespace ibcoll::transport::verbs

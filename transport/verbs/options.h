@@ -44,7 +44,5 @@ struct Options {
 const char* xrc_mode_name(XrcMode mode);
 XrcMode parse_xrc_mode(const std::string& text);          // throws Error(invalid_argument)
 ConnectMode parse_connect_mode(const std::string& text);  // throws Error(invalid_argument)
-const char* cache_mode_name(CacheMode mode);
-CacheMode parse_cache_mode(const std::string& text);  // throws Error(invalid_argument)
 
 }  // namespace ibcoll::transport::verbs

@@ -448,7 +448,7 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
       ++it;
       continue;
     }
-    if (it->second.registration) registrations_->release(it->second.registration);
+    if (it->second.registration) registrations_->revoke(it->second.registration);
     completions_.add(std::move(it->second.done), status, 0);
     it = rendezvous_.erase(it);
   }

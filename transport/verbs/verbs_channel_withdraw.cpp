@@ -54,8 +54,7 @@ void VerbsChannel::withdraw_receives(uint64_t first, uint64_t last) {
     }
     r.done = {};
     if (r.registration) {
-      registrations_->invalidate(r.registration);
-      registrations_->release(r.registration);
+      registrations_->revoke(r.registration);
       r.registration = nullptr;
     }
     touched.push_back(r.peer);
@@ -152,7 +151,7 @@ void VerbsChannel::on_send_withdrawn(int peer, uint64_t tag, uint32_t send_id) {
     RendezvousRecv& r = it->second;
     if (r.peer != peer || r.send_id != send_id) continue;
     completions_.add(std::move(r.done), why, 0);  // none if refused: it has ended
-    if (r.registration) registrations_->release(r.registration);
+    if (r.registration) registrations_->revoke(r.registration);
     --p.open_ops;
     rendezvous_.erase(it);  // a queued answer finds nothing to send
     return;
