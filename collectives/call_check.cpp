@@ -9,7 +9,10 @@
 namespace ibcoll::collectives {
 namespace {
 
-const char* const kFieldNames[] = {"collective", "count", "type", "op", "root", "member list"};
+// The last: the digest callers agree on (a new communicator's member list), to which a fully
+// checked call adds that of the light bcasts before it (bcast/light.h).
+const char* const kFieldNames[] = {
+    "collective", "count", "type", "op", "root", "digest (member list, earlier small bcasts)"};
 
 std::string field_value(size_t field, uint64_t value) {
   switch (field) {

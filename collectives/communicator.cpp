@@ -4,10 +4,23 @@
 #include <string>
 
 #include "base/log.h"
+#include "collectives/bcast/light.h"
 #include "collectives/select.h"
 #include "collectives/tags.h"
 
 namespace ibcoll::collectives {
+namespace {
+
+// The light bcasts' running digest: FNV-1a over their fields, in call order.
+uint64_t mixed(uint64_t digest, const CallSignature& call) {
+  for (uint64_t field : call.fields()) {
+    digest ^= field;
+    digest *= 1099511628211ull;
+  }
+  return digest;
+}
+
+}  // namespace
 
 Communicator::Communicator(transport::Channel& channel,
                            std::shared_ptr<const Membership> membership, uint16_t id,
@@ -123,6 +136,14 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
   Group group{channel_, rank(),        members(),      slots_ ? &*slots_ : nullptr,
               0,        layout_.get(), first_sequence_};
   const bool check = policy_.check_calls && size() > 1 && !algorithm.uses_slots;
+  if (check && !slots_) {
+    if (!probes_) {
+      probes_ = std::make_unique<ProbeDesk>(channel_, members(), rank(), id_, first_sequence_,
+                                            policy_.probe_after);
+    }
+    probes_->serve();
+    group.probes = probes_.get();
+  }
   // Every call that touches the slots takes a turn there; with checks on, that is every call,
   // whatever algorithm each rank picked.
   if (slots_ && (check || algorithm.uses_slots)) group.slot_sequence = slots_->next_sequence++;
@@ -137,10 +158,27 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
 }
 
 std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
-  const CallSignature signature = signature_of(call.algorithm.collective, call.args);
+  CallSignature signature = signature_of(call.algorithm.collective, call.args);
   std::unique_ptr<CallCheck> checker;
   std::unique_ptr<CollectiveTask> task;
-  if (call.checked && !slots_ && call.self_checking()) {  // the algorithm is its own check
+  const bool by_messages = call.checked && !slots_;
+  const bool light = by_messages && call.self_checking() &&
+                     call.algorithm.collective == Collective::bcast &&
+                     light_calls_ + 1 < policy_.full_check_every;
+  if (by_messages) {
+    if (light) {
+      light_digest_ = mixed(light_digest_, signature);
+      ++light_calls_;
+    } else if (call.follows_held) {  // a full check: it vouches for the light calls before it
+      signature.group += light_digest_;
+      light_digest_ = 0;
+      light_calls_ = 0;
+    }
+    probes_->record(sequence_of(call.tag), sequence_of(call.last_tag), signature);
+  }
+  if (light) {
+    task = make_light_bcast(call.group, call.args, call.tag, signature);
+  } else if (by_messages && call.self_checking()) {  // the algorithm is its own check
     task = call.algorithm.make_checked(call.group, call.args, call.tag, signature);
   } else {
     if (call.checked) {

@@ -4,6 +4,7 @@
 // are checked before anything is sent: a bad one is Error(invalid_argument) naming it.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "collectives/membership.h"
 #include "collectives/node_layout.h"
 #include "collectives/operation.h"
+#include "collectives/probe_desk.h"
 #include "collectives/registry.h"
 #include "collectives/tuning.h"
 #include "transport/shm/options.h"
@@ -43,6 +45,10 @@ struct Policy {
   std::string allreduce_algorithm;  // empty or "auto": by the selection table
   std::string bcast_algorithm;
   bool check_calls = true;  // run the call check beside every collective
+  // Checked by messages, a small bcast is light (bcast/light.h) but every this many-th, which
+  // is checked in full; 1: every one in full.
+  int full_check_every = 16;
+  std::chrono::milliseconds probe_after{200};  // a wait on one partner before probing it
   // This node's single-copy sizes (measured at start-up): what its members read straight from
   // each other, for the choice on groups inside the node.
   transport::shm::SingleCopySizes single_copy;
@@ -125,6 +131,11 @@ class Communicator {
   };
   const Algorithm& algorithm_for(Collective collective, const CollectiveArgs& args);
   RecentChoices recent_choices_[2];
+  // Calls checked by messages: the desk answering partners' probes (made at the first such
+  // call), and the light bcasts since the last fully checked call, whose digest that one carries.
+  std::unique_ptr<ProbeDesk> probes_;
+  uint64_t light_digest_ = 0;
+  int light_calls_ = 0;
   // Last: it goes first, while the members and channel its messages name are still here.
   std::unique_ptr<Operation> held_;
 };

@@ -36,7 +36,14 @@ void DoublingExchange::start() {
 
 DoublingExchange::State DoublingExchange::advance() {
   while (true) {
-    if (!step_done()) return State::running;
+    if (!step_done()) {
+      if (awaited_ < 0 || !group_.probes) return State::running;
+      Status answer = group_.probes->wait_on(timer_, awaited_, sequence_of(base_tag_), fields_);
+      if (answer.ok()) return State::running;
+      group_.probes->failed(sequence_of(base_tag_), fields_);
+      fail(std::move(answer));
+      return State::failed;
+    }
     if (failed()) return State::failed;
     switch (phase_) {
       case Phase::folding_in:
@@ -153,6 +160,7 @@ size_t DoublingExchange::compose(std::byte* outgoing, std::span<const std::byte>
 
 void DoublingExchange::receive(int member, uint32_t s) {
   const size_t bytes = header_ + payload_bytes_;
+  if (checked_) awaited_ = member;
   last_receive_ = checked_ ? recv_from(member, step(s), incoming(), bytes, false)
                            : recv_from(member, step(s), incoming(), bytes);
 }
@@ -178,6 +186,9 @@ DoublingExchange::State DoublingExchange::finish() {
   }
   if (verdict.ok()) verdict = finish_payload();
   if (verdict.ok()) return State::done;
+  if (verdict.code() == Code::mismatch && group_.probes) {
+    group_.probes->failed(sequence_of(base_tag_), fields_);
+  }
   fail(std::move(verdict));
   return State::failed;
 }

@@ -20,6 +20,10 @@
 // sender waits on it while it is away. Its messages carry its own fields, not a running minimum, so
 // what passes through it is its call alone: every member still learns whether its call is the
 // root's, but a member whose only path to another runs through the root does not learn that one's.
+//
+// Step by step, a checked member that waits long on a partner probes it (probe_desk.h): a light
+// bcast's member (bcast/light.h) sends only where the vector goes, so a partner whose call was
+// one may never send.
 #pragma once
 
 #include <array>
@@ -29,6 +33,7 @@
 #include "collectives/allreduce/folding.h"
 #include "collectives/call_check.h"
 #include "collectives/check_fields.h"
+#include "collectives/probe_desk.h"
 #include "collectives/scratch.h"
 
 namespace ibcoll::collectives {
@@ -91,6 +96,8 @@ class DoublingExchange : public CollectiveTask {
   std::byte* incoming() const { return buffers_.data(); }
   Scratch buffers_;
   int virtual_rank_ = 0, mask_ = 1;
+  int awaited_ = -1;  // the member of the receive under way (checked, step by step)
+  ProbeDesk::Timer timer_;
   Phase phase_ = Phase::doubling;
 };
 

@@ -22,6 +22,7 @@
 namespace ibcoll::collectives {
 
 class NodeLayout;
+class ProbeDesk;
 
 // The ranks taking part, as channel peers: member i of the group is channel peer peers[i].
 struct Group {
@@ -32,6 +33,7 @@ struct Group {
   uint64_t slot_sequence = 0;    // this call's turn in the slots
   NodeLayout* layout = nullptr;  // when the members span nodes (the hierarchical algorithms)
   uint64_t first_sequence = 1;   // of the communicator's first call (to number calls in reports)
+  ProbeDesk* probes = nullptr;   // when calls are checked by messages (probe_desk.h)
   int size() const { return static_cast<int>(peers.size()); }
 };
 

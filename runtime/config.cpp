@@ -40,6 +40,12 @@ const Variable kVariables[] = {
     {"IBCOLL_ALLREDUCE_ALGO", "auto", "force an allreduce algorithm (ibcoll_info lists them)"},
     {"IBCOLL_BCAST_ALGO", "auto", "force a bcast algorithm (ibcoll_info lists them)"},
     {"IBCOLL_CHECK_CALLS", "1", "check that all ranks make the same collective call (0|1)"},
+    {"IBCOLL_FULL_CHECK_EVERY", "16",
+     "checked by messages (across nodes), small bcasts send nothing back to the root but every "
+     "Nth, which every member checks in full with a digest of those before it; 1: every one"},
+    {"IBCOLL_PROBE_AFTER", "200ms",
+     "a rank that waits this long on one partner in a checked call asks it whether its call "
+     "differs (ms, s or m)"},
     {"IBCOLL_SHM_SLOTS", "1",
      "run node-local collectives in the shared slots and staging halves (0|1)"},
     {"IBCOLL_SHM_SINGLE_COPY", "auto",
@@ -206,6 +212,7 @@ std::string Config::shared_settings() const {
       "IBCOLL_ALLREDUCE_ALGO=" + algorithm(policy.allreduce_algorithm) + "\n" +
       "IBCOLL_BCAST_ALGO=" + algorithm(policy.bcast_algorithm) + "\n" +
       "IBCOLL_CHECK_CALLS=" + (policy.check_calls ? "1" : "0") + "\n" +
+      "IBCOLL_FULL_CHECK_EVERY=" + std::to_string(policy.full_check_every) + "\n" +
       "IBCOLL_SHM_SLOTS=" + (shm_slots ? "1" : "0") + "\n" +
       "IBCOLL_SHM_SINGLE_COPY=" + (calibrate_single_copy ? "auto" : shm.single_copy.text()) + "\n" +
       "IBCOLL_ALLREDUCE_SLOTS_MAX=" +
@@ -284,6 +291,12 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   c.policy.allreduce_algorithm = get("IBCOLL_ALLREDUCE_ALGO");
   c.policy.bcast_algorithm = get("IBCOLL_BCAST_ALGO");
   c.policy.check_calls = parse_bool("IBCOLL_CHECK_CALLS", get("IBCOLL_CHECK_CALLS"));
+  c.policy.full_check_every = static_cast<int>(
+      parse_integer("IBCOLL_FULL_CHECK_EVERY", get("IBCOLL_FULL_CHECK_EVERY"), 1, 1024));
+  c.policy.probe_after = parse_duration("IBCOLL_PROBE_AFTER", get("IBCOLL_PROBE_AFTER"));
+  if (c.policy.probe_after.count() <= 0) {
+    throw Error(Code::invalid_argument, "IBCOLL_PROBE_AFTER: must be longer than 0");
+  }
   c.shm_slots = parse_bool("IBCOLL_SHM_SLOTS", get("IBCOLL_SHM_SLOTS"));
   const std::string single_copy = get("IBCOLL_SHM_SINGLE_COPY");
   c.calibrate_single_copy = single_copy == "auto";

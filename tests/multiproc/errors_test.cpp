@@ -111,7 +111,8 @@ TEST(Errors, BadArgumentsAreRefusedAndChangeNothing) {
 // mismatch there instead, after that call has run in full; the call after that works. Without
 // slots, a small bcast's root (by the checked binomial: the check travels with the vector)
 // returns once its messages are sent, if that is before the others' came, and then reports at
-// its next call.
+// its next call. Small bcasts by messages are checked in full here (IBCOLL_FULL_CHECK_EVERY=1);
+// light_bcast_test.cpp covers the light ones.
 TEST(Errors, MismatchedCallsFailOnEveryRank) {
   struct Case {
     const char* field;
@@ -164,7 +165,9 @@ TEST(Errors, MismatchedCallsFailOnEveryRank) {
   for (const auto& [slots, single_copy] :
        {std::pair{"1", "0"}, {"1", "1"}, {"0", "0"}, {"0", "1"}}) {
     RankOptions options;
-    options.environment = {{"IBCOLL_SHM_SLOTS", slots}, {"IBCOLL_SHM_SINGLE_COPY", single_copy}};
+    options.environment = {{"IBCOLL_SHM_SLOTS", slots},
+                           {"IBCOLL_SHM_SINGLE_COPY", single_copy},
+                           {"IBCOLL_FULL_CHECK_EVERY", "1"}};
     for (int ranks : {2, 3, 4}) {
       for (const Case& c : cases) {
         SCOPED_TRACE(std::string(c.field) + ", " + std::to_string(ranks) + " ranks, slots " +
@@ -335,11 +338,13 @@ TEST(Errors, ASmallBcastsRootReturnsBeforeItsReceiversCall) {
 // A root that returned early learns of a receiver's mismatched call afterwards (the receiver
 // calls only then): a communicator made from the world next does not report it (every rank
 // gets the communicator), the world's next call does; on the new communicator, freeing it
-// does.
+// does. (A small bcast checked in full, as every IBCOLL_FULL_CHECK_EVERY-th is.)
 TEST(Errors, ALateMismatchIsReportedByTheNextCallOrTheFreeNotBySplit) {
   RankOptions options;
-  options.environment = {
-      {"IBCOLL_SHM_SLOTS", "0"}, {"IBCOLL_SHM_SINGLE_COPY", "0"}, {"IBCOLL_TIMEOUT", "20s"}};
+  options.environment = {{"IBCOLL_SHM_SLOTS", "0"},
+                         {"IBCOLL_SHM_SINGLE_COPY", "0"},
+                         {"IBCOLL_TIMEOUT", "20s"},
+                         {"IBCOLL_FULL_CHECK_EVERY", "1"}};
   expect_all_ok(run_ranks(
       2,
       [](int me, int) {
@@ -391,10 +396,12 @@ TEST(Errors, ALateMismatchIsReportedByTheNextCallOrTheFreeNotBySplit) {
 
 // A small bcast's root (without slots) returns before its receivers are heard from, so a
 // receiver that dies instead of calling fails the root's next call, naming it, within seconds
-// (IBCOLL_TIMEOUT is a minute); the other receiver, which waits on it, fails at once.
+// (IBCOLL_TIMEOUT is a minute); the other receiver, which waits on it, fails at once. (Checked
+// in full: a light bcast's receiver waits on its root alone, light_bcast_test.cpp.)
 TEST(Errors, AReceiverThatDiesAfterTheRootReturnedFailsTheRootsNextCall) {
   RankOptions options;
-  options.environment = {{"IBCOLL_SHM_SLOTS", "0"}, {"IBCOLL_TIMEOUT", "60s"}};
+  options.environment = {
+      {"IBCOLL_SHM_SLOTS", "0"}, {"IBCOLL_TIMEOUT", "60s"}, {"IBCOLL_FULL_CHECK_EVERY", "1"}};
   const auto exits = run_ranks(
       3,
       [](int me, int) {
@@ -744,7 +751,9 @@ TEST(Errors, AHangReportNamesACallThatReturnedEarlyAndRunsOn) {
   const std::string meeting = "held-report-" + std::to_string(getpid());
   unlink(report.c_str());
   RankOptions options;
-  options.environment = {{"IBCOLL_HANG_REPORT", pattern}, {"IBCOLL_SHM_SLOTS", "0"}};
+  options.environment = {{"IBCOLL_HANG_REPORT", pattern},
+                         {"IBCOLL_SHM_SLOTS", "0"},
+                         {"IBCOLL_FULL_CHECK_EVERY", "1"}};  // a bcast root returns early
   expect_all_ok(run_ranks(
       2,
       [&](int me, int) {

@@ -121,6 +121,10 @@ TEST(Config, BadValuesNameTheirVariable) {
   expect_error_naming({{"IBCOLL_SRQ_DEPTH", "0"}}, "IBCOLL_SRQ_DEPTH");
   expect_error_naming({{"IBCOLL_CREDITS", "0"}}, "IBCOLL_CREDITS");
   expect_error_naming({{"IBCOLL_MR_CACHE", "perhaps"}}, "IBCOLL_MR_CACHE");
+  for (const char* text : {"0", "1025", "often"})
+    expect_error_naming({{"IBCOLL_FULL_CHECK_EVERY", text}}, "IBCOLL_FULL_CHECK_EVERY");
+  for (const char* text : {"0ms", "soon"})
+    expect_error_naming({{"IBCOLL_PROBE_AFTER", text}}, "IBCOLL_PROBE_AFTER");
   for (const char* text : {"big", "2M-64K", "64K-", "64K-64K"})
     expect_error_naming({{"IBCOLL_SHM_SINGLE_COPY", text}}, "IBCOLL_SHM_SINGLE_COPY");
   for (const char* text : {"33K", "1M", "measured"})  // beyond a slot's buffer, or not a size
@@ -154,6 +158,7 @@ TEST(Config, EverySettingTheRanksMustShareIsChecked) {
       {"IBCOLL_ALLREDUCE_ALGO", "ring"},
       {"IBCOLL_BCAST_ALGO", "chain"},
       {"IBCOLL_CHECK_CALLS", "0"},
+      {"IBCOLL_FULL_CHECK_EVERY", "1"},
       {"IBCOLL_SHM_SLOTS", "0"},
       {"IBCOLL_SHM_SINGLE_COPY", "64K"},
       {"IBCOLL_ALLREDUCE_SLOTS_MAX", "4K"},

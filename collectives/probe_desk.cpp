@@ -1,0 +1,181 @@
+#include "collectives/probe_desk.h"
+
+#include <cstring>
+#include <string>
+
+#include "collectives/allreduce/folding.h"
+#include "collectives/tags.h"
+
+namespace ibcoll::collectives {
+namespace {
+constexpr uint32_t kLooksPerClock = 64;  // a clock read per this many looks at a wait
+}  // namespace
+
+ProbeDesk::ProbeDesk(transport::Channel& channel, std::span<const int> peers, int rank, uint16_t id,
+                     uint64_t first_sequence, std::chrono::milliseconds after)
+    : channel_(channel),
+      peers_(peers),
+      tag_(call_tag(id, 0)),
+      first_sequence_(first_sequence),
+      after_(after),
+      next_sequence_(first_sequence) {
+  const Folding folding(static_cast<int>(peers.size()));
+  std::vector<int> members;
+  if (folding.sits_out(rank)) {
+    members.push_back(rank + 1);
+  } else {
+    if (folding.paired(rank)) members.push_back(rank - 1);
+    const int v = folding.virtual_rank(rank);
+    for (int mask = 1; mask < folding.pof2; mask <<= 1)
+      members.push_back(folding.member_of(v ^ mask));
+  }
+  partners_.resize(members.size());
+  for (size_t i = 0; i < members.size(); ++i)
+    partners_[i].member = members[i];
+}
+
+ProbeDesk::~ProbeDesk() {
+  channel_.cancel(tag_, tag_ + kStepsPerCall - 1);
+}
+
+void ProbeDesk::record(uint64_t first, uint64_t last, const CallSignature& signature) {
+  calls_[calls_kept_++ % kKept] = {first, last, signature};
+  next_sequence_ = last + 1;
+}
+
+void ProbeDesk::failed(uint64_t sequence, const CheckFields& fields) {
+  failures_[failures_kept_++ % failures_.size()] = {sequence, fields};
+  for (Call& call : calls_)
+    if (call.first == sequence) call.failed = true;
+  news_ = true;  // a probe about it may be waiting
+}
+
+ProbeDesk::Partner* ProbeDesk::partner(int member) {
+  for (Partner& p : partners_)
+    if (p.member == member) return &p;
+  return nullptr;
+}
+
+void ProbeDesk::post_receive(size_t index) {
+  Partner& p = partners_[index];
+  p.receiving = true;
+  channel_.recv(
+      peers_[static_cast<size_t>(p.member)], tag_, &p.in, sizeof p.in,
+      [this, index](const Status& status, size_t bytes) { arrived(index, status, bytes); });
+}
+
+// In the channel's poll: only note what came; serve() answers and posts the next receive.
+void ProbeDesk::arrived(size_t index, const Status& status, size_t bytes) {
+  Partner& p = partners_[index];
+  p.receiving = false;
+  news_ = true;
+  if (!status.ok()) {  // the partner failed, or withdrew: the calls waiting on it learn so
+    p.closed = true;
+    return;
+  }
+  if (bytes < kNoteHeader || p.in.sequence < first_sequence_) return;  // an earlier communicator's
+  const size_t fields = bytes - kNoteHeader;
+  if (p.in.kind == Kind::probe) {
+    p.probe = p.in;
+    p.probe_bytes = fields;
+    p.probe_waits = true;
+  } else {
+    p.answer = p.in;
+    p.answer_bytes = fields;
+    p.has_answer = true;
+  }
+}
+
+void ProbeDesk::serve() {
+  if (!news_) return;
+  news_ = false;
+  for (size_t i = 0; i < partners_.size(); ++i) {
+    Partner& p = partners_[i];
+    if (!p.receiving && !p.closed) post_receive(i);
+    if (p.probe_waits && !answer(p)) news_ = true;  // look again at the next call or send
+  }
+}
+
+bool ProbeDesk::answer(Partner& p) {
+  const uint64_t sequence = p.probe.sequence;
+  if (sequence >= next_sequence_) return false;  // a call this member has not made yet
+  if (p.sending) return false;
+  p.probe_waits = false;
+  const auto index = static_cast<size_t>(&p - partners_.data());
+  for (const Call& call : calls_) {
+    if (sequence < call.first || sequence > call.last) continue;
+    const CheckFields mine(call.signature);
+    if (call.failed) {
+      const CheckFields* ended = &mine;
+      for (const Failure& f : failures_)
+        if (f.sequence == sequence) ended = &f.fields;
+      send(index, sequence, Kind::failed, ended);
+      return true;
+    }
+    CheckFields seen = mine;
+    if (call.first != sequence || seen.fold(p.probe.fields.data(), p.probe_bytes) == 0 ||
+        !seen.verdict().ok()) {
+      send(index, sequence, Kind::differs, &mine);
+      differing_sequence_ = sequence;
+      differing_member_ = p.member;
+      differing_probe_ = p.probe;
+      differing_bytes_ = p.probe_bytes;
+    }
+    return true;  // a call that agrees: its messages are sent or will be
+  }
+  send(index, sequence, Kind::forgotten, nullptr);
+  return true;
+}
+
+void ProbeDesk::send(size_t index, uint64_t sequence, Kind kind, const CheckFields* fields) {
+  Partner& p = partners_[index];
+  p.out.sequence = sequence;
+  p.out.kind = kind;
+  const size_t bytes = kNoteHeader + (fields ? fields->write(p.out.fields.data()) : 0);
+  p.sending = true;
+  channel_.send(peers_[static_cast<size_t>(p.member)], tag_, &p.out, bytes,
+                [this, index](const Status&, size_t) {
+                  partners_[index].sending = false;
+                  news_ = true;
+                });
+}
+
+Status ProbeDesk::wait_on(Timer& timer, int member, uint64_t sequence, CheckFields& fields) {
+  serve();
+  auto mismatch = [&](int from, const Note& theirs, size_t bytes) {
+    fields.fold(theirs.fields.data(), bytes);
+    if (Status verdict = fields.verdict(); !verdict.ok()) return verdict;
+    return Status(Code::mismatch,
+                  "rank " + std::to_string(from) + " (job rank " +
+                      std::to_string(peers_[static_cast<size_t>(from)]) + ") " +
+                      (theirs.kind == Kind::failed ? "failed this call: other ranks' calls differed"
+                                                   : "made another call"));
+  };
+  if (differing_sequence_ == sequence) {
+    return mismatch(differing_member_, differing_probe_, differing_bytes_);
+  }
+  Partner* p = partner(member);
+  if (!p) return {};
+  if (p->has_answer && p->answer.sequence == sequence) {
+    if (p->answer.kind == Kind::forgotten) {
+      const std::string who = "rank " + std::to_string(member) + " (job rank " +
+                              std::to_string(peers_[static_cast<size_t>(member)]) + ")";
+      // It sent this rank nothing for the call (what it sent before its answer came first).
+      return Status(Code::mismatch, who + " made more than " + std::to_string(kKept) +
+                                        " calls since this one without sending this rank "
+                                        "anything for it: it made another call");
+    }
+    return mismatch(member, p->answer, p->answer_bytes);
+  }
+  if (++timer.looks % kLooksPerClock != 0 || p->sending) return {};
+  const Clock::time_point now = Clock::now();
+  if (timer.probe_at == Clock::time_point{}) {
+    timer.probe_at = now + after_;
+  } else if (now >= timer.probe_at) {
+    send(static_cast<size_t>(p - partners_.data()), sequence, Kind::probe, &fields);
+    timer.probe_at = now + after_;
+  }
+  return {};
+}
+
+}  // namespace ibcoll::collectives
