@@ -37,7 +37,8 @@ void DoublingExchange::start() {
 DoublingExchange::State DoublingExchange::advance() {
   while (true) {
     if (!step_done()) {
-      if (awaited_ < 0 || !group_.probes) return State::running;
+      // Only while the receive waits: a member waiting on its own sends is needed by others.
+      if (awaited_ < 0 || !group_.probes || completed(last_receive_)) return State::running;
       Status answer = group_.probes->wait_on(timer_, awaited_, sequence_of(base_tag_), fields_);
       if (answer.ok()) return State::running;
       group_.probes->failed(sequence_of(base_tag_), fields_);

@@ -16,9 +16,11 @@ ProbeDesk::ProbeDesk(transport::Channel& channel, std::span<const int> peers, in
     : channel_(channel),
       peers_(peers),
       tag_(call_tag(id, 0)),
-      first_sequence_(first_sequence),
       after_(after),
+      shared_(std::make_shared<Shared>()),
+      partners_(shared_->partners),
       next_sequence_(first_sequence) {
+  shared_->first_sequence = first_sequence;
   const Folding folding(static_cast<int>(peers.size()));
   std::vector<int> members;
   if (folding.sits_out(rank)) {
@@ -47,7 +49,16 @@ void ProbeDesk::failed(uint64_t sequence, const CheckFields& fields) {
   failures_[failures_kept_++ % failures_.size()] = {sequence, fields};
   for (Call& call : calls_)
     if (call.first == sequence) call.failed = true;
-  news_ = true;  // a probe about it may be waiting
+  for (Partner& p : partners_)
+    p.notice = sequence;
+  shared_->news = true;
+  serve();
+}
+
+const CheckFields* ProbeDesk::failure_of(uint64_t sequence) const {
+  for (const Failure& f : failures_)
+    if (f.sequence == sequence) return &f.fields;
+  return nullptr;
 }
 
 ProbeDesk::Partner* ProbeDesk::partner(int member) {
@@ -59,21 +70,23 @@ ProbeDesk::Partner* ProbeDesk::partner(int member) {
 void ProbeDesk::post_receive(size_t index) {
   Partner& p = partners_[index];
   p.receiving = true;
-  channel_.recv(
-      peers_[static_cast<size_t>(p.member)], tag_, &p.in, sizeof p.in,
-      [this, index](const Status& status, size_t bytes) { arrived(index, status, bytes); });
+  channel_.recv(peers_[static_cast<size_t>(p.member)], tag_, &p.in, sizeof p.in,
+                [shared = shared_, index](const Status& status, size_t bytes) {
+                  arrived(*shared, index, status, bytes);
+                });
 }
 
 // In the channel's poll: only note what came; serve() answers and posts the next receive.
-void ProbeDesk::arrived(size_t index, const Status& status, size_t bytes) {
-  Partner& p = partners_[index];
+void ProbeDesk::arrived(Shared& shared, size_t index, const Status& status, size_t bytes) {
+  Partner& p = shared.partners[index];
   p.receiving = false;
-  news_ = true;
+  shared.news = true;
   if (!status.ok()) {  // the partner failed, or withdrew: the calls waiting on it learn so
     p.closed = true;
     return;
   }
-  if (bytes < kNoteHeader || p.in.sequence < first_sequence_) return;  // an earlier communicator's
+  if (bytes < kNoteHeader || p.in.sequence < shared.first_sequence)
+    return;  // an earlier communicator's
   const size_t fields = bytes - kNoteHeader;
   if (p.in.kind == Kind::probe) {
     p.probe = p.in;
@@ -87,12 +100,20 @@ void ProbeDesk::arrived(size_t index, const Status& status, size_t bytes) {
 }
 
 void ProbeDesk::serve() {
-  if (!news_) return;
-  news_ = false;
+  if (!shared_->news) return;
+  shared_->news = false;
   for (size_t i = 0; i < partners_.size(); ++i) {
     Partner& p = partners_[i];
     if (!p.receiving && !p.closed) post_receive(i);
-    if (p.probe_waits && !answer(p)) news_ = true;  // look again at the next call or send
+    if (p.probe_waits && !answer(p)) shared_->news = true;  // look again at the next call or send
+    if (p.notice != 0 && !p.closed) {
+      if (p.sending) {
+        shared_->news = true;
+      } else {
+        send(i, p.notice, Kind::failed, failure_of(p.notice));
+        p.notice = 0;
+      }
+    }
   }
 }
 
@@ -106,10 +127,8 @@ bool ProbeDesk::answer(Partner& p) {
     if (sequence < call.first || sequence > call.last) continue;
     const CheckFields mine(call.signature);
     if (call.failed) {
-      const CheckFields* ended = &mine;
-      for (const Failure& f : failures_)
-        if (f.sequence == sequence) ended = &f.fields;
-      send(index, sequence, Kind::failed, ended);
+      const CheckFields* ended = failure_of(sequence);
+      send(index, sequence, Kind::failed, ended ? ended : &mine);
       return true;
     }
     CheckFields seen = mine;
@@ -134,9 +153,9 @@ void ProbeDesk::send(size_t index, uint64_t sequence, Kind kind, const CheckFiel
   const size_t bytes = kNoteHeader + (fields ? fields->write(p.out.fields.data()) : 0);
   p.sending = true;
   channel_.send(peers_[static_cast<size_t>(p.member)], tag_, &p.out, bytes,
-                [this, index](const Status&, size_t) {
-                  partners_[index].sending = false;
-                  news_ = true;
+                [shared = shared_, index](const Status&, size_t) {
+                  shared->partners[index].sending = false;
+                  shared->news = true;
                 });
 }
 

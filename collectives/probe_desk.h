@@ -9,12 +9,16 @@
 // does the partner's call N if it waits too (two ranks that each wait on the other). A partner
 // whose call agrees is slow, and is waited for; a probe about a call it has not made yet waits
 // for that call. Probes are served while this member's calls on the communicator run, so a
-// partner idle outside the library answers at its next call.
+// partner idle outside the library answers at its next call. A member whose call fails with a
+// mismatch tells every partner at once, unasked: one that waits on it fails without waiting out
+// a probe interval (a chain of waits then unwinds at the network's speed), even if the failed
+// member leaves the job right after.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -43,7 +47,8 @@ class ProbeDesk {
 
   // This member's call taking sequences [first, last] (in order: each past the last).
   void record(uint64_t first, uint64_t last, const CallSignature& signature);
-  // This member's call `sequence` failed with a mismatch `fields` show: probes about it get them.
+  // This member's call `sequence` failed with a mismatch `fields` show: every partner is told
+  // (one that waits on it in that call fails at once, with no probe), and probes get them.
   void failed(uint64_t sequence, const CheckFields& fields);
   // Answers the probes that came and can be answered.
   void serve();
@@ -68,6 +73,7 @@ class ProbeDesk {
     Note in, out, probe, answer;  // the receive's room, the send's, the last probe and answer
     size_t probe_bytes = 0, answer_bytes = 0;
     bool probe_waits = false, has_answer = false;
+    uint64_t notice = 0;  // a failed call of this member's to tell the partner of, unasked
     bool receiving = false, sending = false, closed = false;
   };
   struct Call {
@@ -78,17 +84,25 @@ class ProbeDesk {
 
   Partner* partner(int member);
   void post_receive(size_t index);
-  void arrived(size_t index, const Status& status, size_t bytes);
+  // What the channel's completions touch, shared with them: a completion the channel deferred
+  // may run after the desk is gone (what it withdrew never runs).
+  struct Shared {
+    std::vector<Partner> partners;
+    bool news = true;  // a receive completed (or none is posted yet): serve() has work
+    uint64_t first_sequence = 0;
+  };
+  static void arrived(Shared& shared, size_t index, const Status& status, size_t bytes);
   // Answers partners_[index]'s probe if this member has made that call: whether it is settled.
   bool answer(Partner& p);
   void send(size_t index, uint64_t sequence, Kind kind, const CheckFields* fields);
+  const CheckFields* failure_of(uint64_t sequence) const;  // null if not among failures_
 
   transport::Channel& channel_;
   std::span<const int> peers_;
   uint64_t tag_;
-  uint64_t first_sequence_;
   std::chrono::milliseconds after_;
-  std::vector<Partner> partners_;
+  std::shared_ptr<Shared> shared_;
+  std::vector<Partner>& partners_;   // shared_'s
   std::array<Call, kKept> calls_{};  // by sequence, in turn
   size_t calls_kept_ = 0;
   uint64_t next_sequence_;  // the first sequence this member has not made a call of
@@ -104,7 +118,6 @@ class ProbeDesk {
   int differing_member_ = -1;
   Note differing_probe_;
   size_t differing_bytes_ = 0;
-  bool news_ = true;  // a receive completed (or none is posted yet): serve() has work
 };
 
 }  // namespace ibcoll::collectives

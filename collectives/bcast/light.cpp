@@ -27,8 +27,11 @@ class LightBcast final : public CollectiveTask {
 
   void start() override {
     const int me = group_.rank, root = args_.root;
-    // Who has the vector when: the root; past the fold, the doubling member in its place; then
-    // every member whose virtual rank differs from that one's only below the step's mask.
+    // The tree: the root; past the fold, the doubling member in its place; then each member
+    // takes the vector from the partner across the lowest bit in which its virtual rank differs
+    // from that one's, and passes it on across the bits below it, highest first. So the
+    // partners across the highest bits (other nodes, where nodes hold consecutive ranks) are
+    // sent to first, once each: a node's members get it from one message into the node.
     const int doubling_root = folding_.sits_out(root) ? root + 1 : root;
     const int virtual_root = folding_.virtual_rank(doubling_root);
     const size_t message = CheckFields::kFullBytes + payload_bytes_;
@@ -43,10 +46,10 @@ class LightBcast final : public CollectiveTask {
       parent_ = root, parent_step_ = kFoldStep;  // the root sat out and handed it in
     } else {
       const int distance = folding_.virtual_rank(me) ^ virtual_root;
-      const int mask = 1 << (31 - __builtin_clz(static_cast<unsigned>(distance)));
+      const int mask = distance & -distance;
       parent_ = folding_.member_of(folding_.virtual_rank(me) ^ mask);
       parent_step_ = doubling_step(mask);
-      first_mask_ = mask << 1;
+      below_ = mask;
     }
     receive_ = recv_from(parent_, kAlgorithmSteps + parent_step_, incoming(), message, false);
     receiving_ = true;
@@ -54,7 +57,7 @@ class LightBcast final : public CollectiveTask {
 
   State advance() override {
     if (!step_done()) {
-      if (receiving_ && group_.probes) {
+      if (receiving_ && group_.probes && !completed(receive_)) {
         if (Status answer =
                 group_.probes->wait_on(timer_, parent_, sequence_of(base_tag_), fields_);
             !answer.ok()) {
@@ -81,7 +84,7 @@ class LightBcast final : public CollectiveTask {
   std::byte* incoming() const { return buffers_.data(); }
 
   // Sends what this member has (its fields, the vector if it came) to the partners that have
-  // not: those of the masks above the one it received at, and a neighbour that sat out.
+  // not: those across the bits below the one it received across, and a neighbour that sat out.
   void forward(const std::byte* vector) {
     const int me = group_.rank;
     std::byte* outgoing = incoming() + CheckFields::kFullBytes + payload_bytes_;
@@ -99,7 +102,7 @@ class LightBcast final : public CollectiveTask {
       return;
     }
     const int v = folding_.virtual_rank(me);
-    for (int mask = first_mask_; mask < folding_.pof2; mask <<= 1)
+    for (int mask = below_ >> 1; mask > 0; mask >>= 1)
       send(folding_.member_of(v ^ mask), doubling_step(mask));
     if (folding_.paired(me) && me - 1 != args_.root) send(me - 1, kFinalStep);
   }
@@ -126,7 +129,8 @@ class LightBcast final : public CollectiveTask {
   CheckFields fields_;
   const size_t payload_bytes_;
   Scratch buffers_;  // a message in, then the message out
-  int parent_ = -1, first_mask_ = 1;
+  int parent_ = -1;
+  int below_ = folding_.pof2;  // it sends across the bits below this one
   uint32_t parent_step_ = 0;
   size_t receive_ = 0;
   bool receiving_ = false, have_ = false, differs_ = false;

@@ -1,7 +1,8 @@
 // Light bcast: a small checked bcast whose receivers send nothing back. It sends exactly the
 // messages of the checked doubling bcast (bcast/doubling.h) that carry the vector, from a member
 // that has it to a partner that has not (the same steps, fields first), so the vector runs down
-// a binomial tree from the root and each receiver takes one message. A receiver folds the
+// a binomial tree from the root, highest bits first (one message into each node of consecutive
+// ranks), and each receiver takes one message. A receiver folds the
 // fields that came with it into its own: a call of another kind, size or root shows there, and
 // its subtree sees it in the fields passed on. What no message carries is settled elsewhere: a
 // member that waits on a partner that is not going to send learns so by probing it
