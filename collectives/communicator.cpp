@@ -162,17 +162,18 @@ std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
   std::unique_ptr<CallCheck> checker;
   std::unique_ptr<CollectiveTask> task;
   const bool by_messages = call.checked && !slots_;
+  // Which calls are checked in full goes by the call's number, not by a count of earlier
+  // calls: ranks whose earlier calls differed (one made a light bcast, another an allreduce)
+  // still agree on it.
   const bool light = by_messages && call.self_checking() &&
                      call.algorithm.collective == Collective::bcast &&
-                     light_calls_ + 1 < policy_.full_check_every;
+                     sequence_of(call.tag) % static_cast<uint64_t>(policy_.full_check_every) != 0;
   if (by_messages) {
     if (light) {
       light_digest_ = mixed(light_digest_, signature);
-      ++light_calls_;
     } else if (call.follows_held) {  // a full check: it vouches for the light calls before it
       signature.group += light_digest_;
       light_digest_ = 0;
-      light_calls_ = 0;
     }
     probes_->record(sequence_of(call.tag), sequence_of(call.last_tag), signature);
   }

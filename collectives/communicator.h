@@ -45,8 +45,8 @@ struct Policy {
   std::string allreduce_algorithm;  // empty or "auto": by the selection table
   std::string bcast_algorithm;
   bool check_calls = true;  // run the call check beside every collective
-  // Checked by messages, a small bcast is light (bcast/light.h) but every this many-th, which
-  // is checked in full; 1: every one in full.
+  // Checked by messages, a small bcast is light (bcast/light.h) unless its call number is a
+  // multiple of this, then checked in full; 1: every one in full.
   int full_check_every = 16;
   std::chrono::milliseconds probe_after{200};  // a wait on one partner before probing it
   // This node's single-copy sizes (measured at start-up): what its members read straight from
@@ -135,7 +135,6 @@ class Communicator {
   // call), and the light bcasts since the last fully checked call, whose digest that one carries.
   std::unique_ptr<ProbeDesk> probes_;
   uint64_t light_digest_ = 0;
-  int light_calls_ = 0;
   // Last: it goes first, while the members and channel its messages name are still here.
   std::unique_ptr<Operation> held_;
 };

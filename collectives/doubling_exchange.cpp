@@ -161,7 +161,10 @@ size_t DoublingExchange::compose(std::byte* outgoing, std::span<const std::byte>
 
 void DoublingExchange::receive(int member, uint32_t s) {
   const size_t bytes = header_ + payload_bytes_;
-  if (checked_) awaited_ = member;
+  if (checked_) {
+    awaited_ = member;
+    timer_ = {};  // a wait of its own
+  }
   last_receive_ = checked_ ? recv_from(member, step(s), incoming(), bytes, false)
                            : recv_from(member, step(s), incoming(), bytes);
 }

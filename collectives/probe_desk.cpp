@@ -142,7 +142,8 @@ bool ProbeDesk::answer(Partner& p) {
     }
     return true;  // a call that agrees: its messages are sent or will be
   }
-  send(index, sequence, Kind::forgotten, nullptr);
+  // Older than the calls kept: it may still run here (non-blocking calls), so no answer; the
+  // prober waits, as for a slow partner, within its deadline.
   return true;
 }
 
@@ -176,14 +177,6 @@ Status ProbeDesk::wait_on(Timer& timer, int member, uint64_t sequence, CheckFiel
   Partner* p = partner(member);
   if (!p) return {};
   if (p->has_answer && p->answer.sequence == sequence) {
-    if (p->answer.kind == Kind::forgotten) {
-      const std::string who = "rank " + std::to_string(member) + " (job rank " +
-                              std::to_string(peers_[static_cast<size_t>(member)]) + ")";
-      // It sent this rank nothing for the call (what it sent before its answer came first).
-      return Status(Code::mismatch, who + " made more than " + std::to_string(kKept) +
-                                        " calls since this one without sending this rank "
-                                        "anything for it: it made another call");
-    }
     return mismatch(member, p->answer, p->answer_bytes);
   }
   if (++timer.looks % kLooksPerClock != 0 || p->sending) return {};

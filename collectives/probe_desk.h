@@ -60,8 +60,8 @@ class ProbeDesk {
 
  private:
   static constexpr size_t kKept = 64;  // calls remembered; a partner is at most a few behind
-  // An answer: the call differs; it failed here (a mismatch among other ranks); no record.
-  enum class Kind : uint64_t { probe = 1, differs = 2, failed = 3, forgotten = 4 };
+  // An answer: the call differs; it failed here (a mismatch among other ranks).
+  enum class Kind : uint64_t { probe = 1, differs = 2, failed = 3 };
   struct Note {
     uint64_t sequence = 0;
     Kind kind = Kind::probe;

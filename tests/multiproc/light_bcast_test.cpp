@@ -210,6 +210,46 @@ TEST(LightBcast, ARankThatTookItselfForTheRootIsCaughtAtTheNextFullCheck) {
   }
 }
 
+// A light bcast against an allreduce, then bcasts alone (IBCOLL_FULL_CHECK_EVERY=4): the
+// allreduce's rank fails the first call, and then every rank exactly one of the bcasts, the first
+// checked in full (its root a call later, as a returned-early root does), whose digest of the light
+// calls before it differs; the ranks still agree which calls are full (by the call's number), so
+// every later bcast works: none fails again for the light call the allreduce's rank never made.
+TEST(LightBcast, AfterALightBcastAgainstAnAllreduceOneFullCheckFailsThenAllWork) {
+  expect_all_ok(run_ranks(
+      3,
+      [](int me, int n) {
+        CapiRank r;
+        std::vector<int32_t> data(16, 1);
+        const ibcoll_status_t first =
+            me == n - 1 ? ibcoll_allreduce(IBCOLL_IN_PLACE, data.data(), 16, IBCOLL_INT32,
+                                           IBCOLL_SUM, r.world())
+                        : ibcoll_bcast(data.data(), 16, IBCOLL_INT32, 0, r.world());
+        // The allreduce's rank fails; the bcast's may have had what they needed.
+        if (me == n - 1 || first != IBCOLL_SUCCESS)
+          expect_mismatch(first, ibcoll_last_error(), "collective", "the mismatched call");
+        std::vector<int> failed;
+        for (int call = 0; call < 12; ++call) {
+          std::vector<int64_t> values(4, me == 0 ? call : -1);
+          const ibcoll_status_t s = ibcoll_bcast(values.data(), 4, IBCOLL_INT64, 0, r.world());
+          if (s != IBCOLL_SUCCESS) {
+            expect_mismatch(s, ibcoll_last_error(), "earlier small bcasts",
+                            "bcast " + std::to_string(call));
+            failed.push_back(call);
+            continue;
+          }
+          RANK_CHECK(values == std::vector<int64_t>(4, call), "bcast " + std::to_string(call));
+        }
+        std::string calls;
+        for (int call : failed)
+          calls += " " + std::to_string(call);
+        RANK_CHECK(failed.size() == 1 && failed[0] <= 4,
+                   "the bcasts that failed after the mismatch:" + calls);
+        return 0;
+      },
+      light_options("4")));
+}
+
 // A root that comes to its bcast late (five probe intervals) is slow, not mismatched: the
 // receivers probe it, it does not answer (its call agrees, once made), and they get its vector.
 TEST(LightBcast, ASlowRootIsWaitedFor) {
