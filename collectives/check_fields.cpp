@@ -73,14 +73,19 @@ void CheckFields::fold_in(const Minima& theirs) {
   }
 }
 
-Status CheckFields::verdict() const {
-  if (agreed_) return {};
-  std::array<uint64_t, CallSignature::kFields> low{}, high{};
-  for (size_t i = 0; i < low.size(); ++i) {
-    low[i] = minima_[2 * i];
-    high[i] = ~minima_[2 * i + 1];
+Status CheckFields::verdict(bool length_differed) const {
+  Status verdict;
+  if (!agreed_) {
+    std::array<uint64_t, CallSignature::kFields> low{}, high{};
+    for (size_t i = 0; i < low.size(); ++i) {
+      low[i] = minima_[2 * i];
+      high[i] = ~minima_[2 * i + 1];
+    }
+    verdict = compare_calls(low, high);
   }
-  return compare_calls(low, high);
+  if (verdict.ok() && length_differed)
+    return Status(Code::mismatch, "a peer's message had another length than this rank's");
+  return verdict;
 }
 
 }  // namespace ibcoll::collectives

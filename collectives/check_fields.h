@@ -31,8 +31,9 @@ class CheckFields {
   // Folds in the form at the start of `message` (`bytes` long); returns its length, or 0 when
   // the message holds no whole form (nothing folded in).
   size_t fold(const std::byte* message, size_t bytes);
-  // ok when every call folded in agreed, else compare_calls' mismatch.
-  Status verdict() const;
+  // ok when every call folded in agreed, else compare_calls' mismatch; a mismatch too when the
+  // fields agreed but a peer's message had another length than this rank's (`length_differed`).
+  Status verdict(bool length_differed = false) const;
 
  private:
   using Minima = std::array<uint64_t, 2 * CallSignature::kFields>;  // value, ~value per field

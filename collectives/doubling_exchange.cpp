@@ -41,7 +41,6 @@ DoublingExchange::State DoublingExchange::advance() {
       if (awaited_ < 0 || !group_.probes || completed(last_receive_)) return State::running;
       Status answer = group_.probes->wait_on(timer_, awaited_, sequence_of(base_tag_), fields_);
       if (answer.ok()) return State::running;
-      group_.probes->failed(sequence_of(base_tag_), fields_);
       fail(std::move(answer));
       return State::failed;
     }
@@ -181,18 +180,10 @@ void DoublingExchange::take(int other, bool last) {
 }
 
 DoublingExchange::State DoublingExchange::finish() {
-  Status verdict;
-  if (checked_) {
-    verdict = fields_.verdict();
-    if (verdict.ok() && differs_) {
-      verdict = Status(Code::mismatch, "a peer's message had another length than this rank's");
-    }
-  }
+  Status verdict = checked_ ? fields_.verdict(differs_) : Status{};
   if (verdict.ok()) verdict = finish_payload();
   if (verdict.ok()) return State::done;
-  if (verdict.code() == Code::mismatch && group_.probes) {
-    group_.probes->failed(sequence_of(base_tag_), fields_);
-  }
+  if (group_.probes) group_.probes->ended(sequence_of(base_tag_), verdict, fields_);
   fail(std::move(verdict));
   return State::failed;
 }

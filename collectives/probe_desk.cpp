@@ -45,6 +45,10 @@ void ProbeDesk::record(uint64_t first, uint64_t last, const CallSignature& signa
   next_sequence_ = last + 1;
 }
 
+void ProbeDesk::ended(uint64_t sequence, const Status& verdict, const CheckFields& fields) {
+  if (verdict.code() == Code::mismatch) failed(sequence, fields);
+}
+
 void ProbeDesk::failed(uint64_t sequence, const CheckFields& fields) {
   failures_[failures_kept_++ % failures_.size()] = {sequence, fields};
   for (Call& call : calls_)
@@ -164,12 +168,17 @@ Status ProbeDesk::wait_on(Timer& timer, int member, uint64_t sequence, CheckFiel
   serve();
   auto mismatch = [&](int from, const Note& theirs, size_t bytes) {
     fields.fold(theirs.fields.data(), bytes);
-    if (Status verdict = fields.verdict(); !verdict.ok()) return verdict;
-    return Status(Code::mismatch,
-                  "rank " + std::to_string(from) + " (job rank " +
-                      std::to_string(peers_[static_cast<size_t>(from)]) + ") " +
-                      (theirs.kind == Kind::failed ? "failed this call: other ranks' calls differed"
-                                                   : "made another call"));
+    Status verdict = fields.verdict();
+    if (verdict.ok()) {
+      verdict =
+          Status(Code::mismatch,
+                 "rank " + std::to_string(from) + " (job rank " +
+                     std::to_string(peers_[static_cast<size_t>(from)]) + ") " +
+                     (theirs.kind == Kind::failed ? "failed this call: other ranks' calls differed"
+                                                  : "made another call"));
+    }
+    failed(sequence, fields);
+    return verdict;
   };
   if (differing_sequence_ == sequence) {
     return mismatch(differing_member_, differing_probe_, differing_bytes_);

@@ -47,15 +47,16 @@ class ProbeDesk {
 
   // This member's call taking sequences [first, last] (in order: each past the last).
   void record(uint64_t first, uint64_t last, const CallSignature& signature);
-  // This member's call `sequence` failed with a mismatch `fields` show: every partner is told
-  // (one that waits on it in that call fails at once, with no probe), and probes get them.
-  void failed(uint64_t sequence, const CheckFields& fields);
+  // This member's call `sequence` ended with `verdict`, `fields` folded in. A mismatch: every
+  // partner is told (one that waits on it in that call fails at once, with no probe), and
+  // probes get them.
+  void ended(uint64_t sequence, const Status& verdict, const CheckFields& fields);
   // Answers the probes that came and can be answered.
   void serve();
   // From a task whose receive from `member` in call `sequence` has not come: serves, probes
   // `member` each `after` of waiting; once `member` has answered, or a partner's probe showed
   // that its call `sequence` differs, folds its fields into `fields` and returns the mismatch
-  // the call fails with (else ok: wait on).
+  // the call fails with, already told as ended() tells it (else ok: wait on).
   Status wait_on(Timer& timer, int member, uint64_t sequence, CheckFields& fields);
 
  private:
@@ -82,6 +83,7 @@ class ProbeDesk {
     bool failed = false;
   };
 
+  void failed(uint64_t sequence, const CheckFields& fields);
   Partner* partner(int member);
   void post_receive(size_t index);
   // What the channel's completions touch, shared with them: a completion the channel deferred

@@ -62,7 +62,6 @@ class LightBcast final : public CollectiveTask {
                 group_.probes->wait_on(timer_, parent_, sequence_of(base_tag_), fields_);
             !answer.ok()) {
           fail(std::move(answer));
-          group_.probes->failed(sequence_of(base_tag_), fields_);
           return State::failed;
         }
       }
@@ -108,19 +107,14 @@ class LightBcast final : public CollectiveTask {
   }
 
   State finish() {
-    Status verdict = fields_.verdict();
-    if (verdict.ok() && differs_) {
-      verdict = Status(Code::mismatch, "a peer's message had another length than this rank's");
-    }
+    Status verdict = fields_.verdict(differs_);
     if (verdict.ok() && !have_)
       verdict = Status(Code::internal, "bcast: the root's vector never came");
     if (verdict.ok()) {
       if (vector_ && payload_bytes_ > 0) std::memcpy(args_.recv, vector_, payload_bytes_);
       return State::done;
     }
-    if (verdict.code() == Code::mismatch && group_.probes) {
-      group_.probes->failed(sequence_of(base_tag_), fields_);
-    }
+    if (group_.probes) group_.probes->ended(sequence_of(base_tag_), verdict, fields_);
     fail(std::move(verdict));
     return State::failed;
   }
