@@ -24,10 +24,17 @@ class Channel : public Poller {
   // The largest message this channel accepts.
   virtual size_t max_message_size() const = 0;
 
-  // `buffer` must stay valid until `done` runs.
-  virtual void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) = 0;
+  // `buffer` must stay valid until `done` runs. The arguments are checked here, once, whatever
+  // channels sit below (RoutedChannel hands a checked call on unchecked).
+  void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) {
+    check_send(peer, buffer, length, done);
+    post_send(peer, tag, buffer, length, std::move(done));
+  }
   // Receives a message of at most `capacity` bytes; a longer one completes with truncated.
-  virtual void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) = 0;
+  void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {
+    check_recv(peer, buffer, capacity, done);
+    post_recv(peer, tag, buffer, capacity, std::move(done));
+  }
   // Withdraws every send and receive posted with a tag in [first, last] that has not
   // completed: their completions never run, and once this returns the channel reads and writes
   // none of their buffers again. What a peer or device may still be doing with one is stopped,
@@ -62,7 +69,21 @@ class Channel : public Poller {
   virtual void tell_peers_gone(uint32_t job_rank, Code code) = 0;
 
  protected:
-  // The argument checks every channel makes first: Error(invalid_argument) naming the argument.
+  // send and recv once their arguments are checked.
+  virtual void post_send(int peer, uint64_t tag, const void* buffer, size_t length,
+                         Completion done) = 0;
+  virtual void post_recv(int peer, uint64_t tag, void* buffer, size_t capacity,
+                         Completion done) = 0;
+  // For a channel that hands a checked call on to another: no second check.
+  static void forward_send(Channel& to, int peer, uint64_t tag, const void* buffer, size_t length,
+                           Completion done) {
+    to.post_send(peer, tag, buffer, length, std::move(done));
+  }
+  static void forward_recv(Channel& to, int peer, uint64_t tag, void* buffer, size_t capacity,
+                           Completion done) {
+    to.post_recv(peer, tag, buffer, capacity, std::move(done));
+  }
+  // The argument checks send and recv make: Error(invalid_argument) naming the argument.
   void check_send(int peer, const void* buffer, size_t length, const Completion& done) const;
   void check_recv(int peer, const void* buffer, size_t capacity, const Completion& done) const;
   // The status of a receive of `message_bytes` into `capacity`: ok, or truncated.

@@ -54,14 +54,13 @@ void RoutedChannel::tell_peers_gone(uint32_t job_rank, Code code) {
     c->tell_peers_gone(job_rank, code);
 }
 
-void RoutedChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
-                         Completion done) {
-  check_send(peer, buffer, length, done);
+void RoutedChannel::post_send(int peer, uint64_t tag, const void* buffer, size_t length,
+                              Completion done) {
   const Route& route = routes_[static_cast<size_t>(peer)];
   Traffic& sent = sent_[route.transport];
   ++sent.messages;
   sent.bytes += length;
-  route.channel->send(route.peer, tag, buffer, length, std::move(done));
+  forward_send(*route.channel, route.peer, tag, buffer, length, std::move(done));
 }
 
 RoutedChannel::Traffic RoutedChannel::sent_through(const Channel& channel) const {
@@ -69,10 +68,10 @@ RoutedChannel::Traffic RoutedChannel::sent_through(const Channel& channel) const
   return c == channels_.end() ? Traffic{} : sent_[static_cast<size_t>(c - channels_.begin())];
 }
 
-void RoutedChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {
-  check_recv(peer, buffer, capacity, done);
+void RoutedChannel::post_recv(int peer, uint64_t tag, void* buffer, size_t capacity,
+                              Completion done) {
   const Route& route = routes_[static_cast<size_t>(peer)];
-  route.channel->recv(route.peer, tag, buffer, capacity, std::move(done));
+  forward_recv(*route.channel, route.peer, tag, buffer, capacity, std::move(done));
 }
 
 void RoutedChannel::cancel(uint64_t first, uint64_t last) {

@@ -38,8 +38,6 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(routes_.size()); }
   size_t max_message_size() const override { return max_message_size_; }
-  void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
-  void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel(uint64_t first, uint64_t last) override;
   bool unaided(int peer, size_t bytes) const override {
     const Route& route = routes_[static_cast<size_t>(peer)];
@@ -62,6 +60,9 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   Traffic sent_through(const Channel& channel) const;
 
  private:
+  void post_send(int peer, uint64_t tag, const void* buffer, size_t length,
+                 Completion done) override;
+  void post_recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   // Channel::Observer
   void peer_gone(const Channel& from, int peer, const Status& why) override;
   void heard_gone(const Channel& from, int teller, uint32_t job_rank, Code code) override;

@@ -40,18 +40,16 @@ class LoopChannel final : public transport::Channel {
   int size() const override { return 2; }
   size_t max_message_size() const override { return kLargest; }
 
-  void send(int peer, uint64_t tag, const void* buffer, size_t length,
-            transport::Completion done) override {
-    check_send(peer, buffer, length, done);
+  void post_send(int peer, uint64_t tag, const void* buffer, size_t length,
+                 transport::Completion done) override {
     const auto* bytes = static_cast<const std::byte*>(buffer);
     wire_.to[peer].push_back({rank_, tag, {bytes, bytes + length}});
     ++wire_.messages;
     wire_.longest = std::max(wire_.longest, length);
     sent_.push_back({std::move(done), length});  // completions run from poll(), never here
   }
-  void recv(int peer, uint64_t tag, void* buffer, size_t capacity,
-            transport::Completion done) override {
-    check_recv(peer, buffer, capacity, done);
+  void post_recv(int peer, uint64_t tag, void* buffer, size_t capacity,
+                 transport::Completion done) override {
     posted_.push_back({peer, tag, static_cast<std::byte*>(buffer), capacity, std::move(done)});
   }
   // Each posted receive takes the oldest message from its peer with its tag.

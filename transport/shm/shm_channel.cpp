@@ -123,8 +123,8 @@ void ShmChannel::find_new_senders() {
   }
 }
 
-void ShmChannel::send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) {
-  check_send(peer, buffer, length, done);
+void ShmChannel::post_send(int peer, uint64_t tag, const void* buffer, size_t length,
+                           Completion done) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.failed) return completions_.add(std::move(done), p.failure, 0);
   const bool single_copy = p.single_copy && options_.single_copy.holds(length);
@@ -133,8 +133,7 @@ void ShmChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
   fill(peer);
 }
 
-void ShmChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {
-  check_recv(peer, buffer, capacity, done);
+void ShmChannel::post_recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   PostedRecv posted{static_cast<std::byte*>(buffer), capacity, std::move(done), tag};
   if (auto arrival = matches_.take_unexpected({peer, tag})) {

@@ -72,8 +72,6 @@ class ShmChannel final : public Channel {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   size_t max_message_size() const override { return size_t{1} << 40; }
-  void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
-  void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel(uint64_t first, uint64_t last) override;
   // One fragment through the ring (not read from the sender's memory).
   bool unaided(int, size_t bytes) const override {
@@ -104,6 +102,9 @@ class ShmChannel final : public Channel {
   }
 
  private:
+  void post_send(int peer, uint64_t tag, const void* buffer, size_t length,
+                 Completion done) override;
+  void post_recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   using Kind = FragmentKind;
 
   struct SendOp {

@@ -168,12 +168,11 @@ VerbsChannel::Peer& VerbsChannel::peer_for_new_operation(int peer) {
   return p;
 }
 
-void VerbsChannel::send(int peer, uint64_t tag, const void* buffer, size_t length,
-                        Completion done) {
-  check_send(peer, buffer, length, done);
+void VerbsChannel::post_send(int peer, uint64_t tag, const void* buffer, size_t length,
+                             Completion done) {
   Peer& p = peer_for_new_operation(peer);
   if (p.failed) return completions_.add(std::move(done), p.failure, 0);
-  ensure_connected(peer);
+  if (!p.connected) ensure_connected(peer);  // a connected peer stays so (or fails)
 
   // Fast path: a message of one part with nothing queued ahead of it goes straight to the wire.
   const bool eager = length <= options_.eager_limit;
@@ -192,8 +191,8 @@ void VerbsChannel::send(int peer, uint64_t tag, const void* buffer, size_t lengt
   pump(peer);
 }
 
-void VerbsChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {
-  check_recv(peer, buffer, capacity, done);
+void VerbsChannel::post_recv(int peer, uint64_t tag, void* buffer, size_t capacity,
+                             Completion done) {
   Peer& p = peer_for_new_operation(peer);
   PostedRecv posted{static_cast<std::byte*>(buffer), capacity, std::move(done)};
   if (auto arrival = matches_.take_unexpected({peer, tag})) {
@@ -207,7 +206,7 @@ void VerbsChannel::recv(int peer, uint64_t tag, void* buffer, size_t capacity, C
     return;
   }
   if (p.failed) return completions_.add(std::move(posted.done), p.failure, 0);
-  ensure_connected(peer);
+  if (!p.connected) ensure_connected(peer);
   matches_.add_posted({peer, tag}, std::move(posted));
   ++p.open_ops;
 }

@@ -100,8 +100,6 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   size_t max_message_size() const override;
-  void send(int peer, uint64_t tag, const void* buffer, size_t length, Completion done) override;
-  void recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   void cancel(uint64_t first, uint64_t last) override;
   // Eager (copied into the receiver's SRQ buffers), not a rendezvous's RDMA write.
   bool unaided(int, size_t bytes) const override { return bytes <= options_.eager_limit; }
@@ -119,6 +117,9 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   bool registrations_cached() const { return registrations_->enabled(); }
 
  private:
+  void post_send(int peer, uint64_t tag, const void* buffer, size_t length,
+                 Completion done) override;
+  void post_recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   static constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);
   static constexpr uint32_t kSendSlots = 256;   // registered eager send buffers
   static constexpr uint32_t kSignalEvery = 16;  // one send in this many asks for a completion
