@@ -139,7 +139,7 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
   if (check && !slots_) {
     if (!probes_) {
       probes_ = std::make_unique<ProbeDesk>(channel_, members(), rank(), id_, first_sequence_,
-                                            policy_.probe_after);
+                                            policy_.probe_after, policy_.probe_roster);
     }
     probes_->serve();
     group.probes = probes_.get();

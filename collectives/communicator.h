@@ -49,6 +49,7 @@ struct Policy {
   // multiple of this, then checked in full; 1: every one in full.
   int full_check_every = 16;
   std::chrono::milliseconds probe_after{200};  // a wait on one partner before probing it
+  ProbeRoster* probe_roster = nullptr;         // the context's: desks with news, served by any call
   // This node's single-copy sizes (measured at start-up): what its members read straight from
   // each other, for the choice on groups inside the node.
   transport::shm::SingleCopySizes single_copy;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "collectives/allreduce/folding.h"
 #include "collectives/tags.h"
@@ -11,8 +12,17 @@ namespace {
 constexpr uint32_t kLooksPerClock = 64;  // a clock read per this many looks at a wait
 }  // namespace
 
+void ProbeRoster::serve_all() {
+  while (!listed_.empty()) {  // serving may list a desk again (a note the channel had)
+    ProbeDesk* desk = listed_.back();
+    listed_.pop_back();
+    desk->shared_->listed = false;
+    desk->serve();
+  }
+}
+
 ProbeDesk::ProbeDesk(transport::Channel& channel, std::span<const int> peers, int rank, uint16_t id,
-                     uint64_t first_sequence, std::chrono::milliseconds after)
+                     uint64_t first_sequence, std::chrono::milliseconds after, ProbeRoster* roster)
     : channel_(channel),
       peers_(peers),
       tag_(call_tag(id, 0)),
@@ -21,6 +31,8 @@ ProbeDesk::ProbeDesk(transport::Channel& channel, std::span<const int> peers, in
       partners_(shared_->partners),
       next_sequence_(first_sequence) {
   shared_->first_sequence = first_sequence;
+  shared_->desk = this;
+  shared_->roster = roster;
   const Folding folding(static_cast<int>(peers.size()));
   std::vector<int> members;
   if (folding.sits_out(rank)) {
@@ -38,6 +50,8 @@ ProbeDesk::ProbeDesk(transport::Channel& channel, std::span<const int> peers, in
 
 ProbeDesk::~ProbeDesk() {
   channel_.cancel(tag_, tag_ + kStepsPerCall - 1);
+  shared_->desk = nullptr;
+  if (shared_->listed) std::erase(shared_->roster->listed_, this);
 }
 
 void ProbeDesk::record(uint64_t first, uint64_t last, const CallSignature& signature) {
@@ -85,6 +99,10 @@ void ProbeDesk::arrived(Shared& shared, size_t index, const Status& status, size
   Partner& p = shared.partners[index];
   p.receiving = false;
   shared.news = true;
+  if (shared.roster && shared.desk && !shared.listed) {
+    shared.listed = true;
+    shared.roster->listed_.push_back(shared.desk);
+  }
   if (!status.ok()) {  // the partner failed, or withdrew: the calls waiting on it learn so
     p.closed = true;
     return;

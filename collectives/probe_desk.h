@@ -29,6 +29,24 @@
 
 namespace ibcoll::collectives {
 
+class ProbeDesk;
+
+// The desks of one context where a partner's note came: served from the context's progress
+// loop, whichever communicator's call runs. A partner may wait on this rank in a call it has
+// ended, while this rank waits in a call on another communicator, possibly on that partner.
+class ProbeRoster {
+ public:
+  ProbeRoster() = default;
+  ProbeRoster(const ProbeRoster&) = delete;
+  ProbeRoster& operator=(const ProbeRoster&) = delete;
+  // Serves each desk listed; cheap when none is.
+  void serve_all();
+
+ private:
+  friend class ProbeDesk;
+  std::vector<ProbeDesk*> listed_;
+};
+
 class ProbeDesk {
  public:
   // What a waiting task keeps between its looks (wait_on).
@@ -38,9 +56,10 @@ class ProbeDesk {
   };
 
   // `peers`: the members' channel ranks (the communicator's list, which outlives the desk);
-  // probes travel under the communicator `id`'s sequence 0, which no call takes.
+  // probes travel under the communicator `id`'s sequence 0, which no call takes. `roster`
+  // (which outlives the desk; may be null): where the desk is listed when a note comes.
   ProbeDesk(transport::Channel& channel, std::span<const int> peers, int rank, uint16_t id,
-            uint64_t first_sequence, std::chrono::milliseconds after);
+            uint64_t first_sequence, std::chrono::milliseconds after, ProbeRoster* roster);
   ~ProbeDesk();
   ProbeDesk(const ProbeDesk&) = delete;
   ProbeDesk& operator=(const ProbeDesk&) = delete;
@@ -92,6 +111,9 @@ class ProbeDesk {
     std::vector<Partner> partners;
     bool news = true;  // a receive completed (or none is posted yet): serve() has work
     uint64_t first_sequence = 0;
+    ProbeDesk* desk = nullptr;  // null once the desk is gone
+    ProbeRoster* roster = nullptr;
+    bool listed = false;  // in roster's list
   };
   static void arrived(Shared& shared, size_t index, const Status& status, size_t bytes);
   // Answers partners_[index]'s probe if this member has made that call: whether it is settled.
@@ -99,6 +121,7 @@ class ProbeDesk {
   void send(size_t index, uint64_t sequence, Kind kind, const CheckFields* fields);
   const CheckFields* failure_of(uint64_t sequence) const;  // null if not among failures_
 
+  friend class ProbeRoster;
   transport::Channel& channel_;
   std::span<const int> peers_;
   uint64_t tag_;

@@ -126,6 +126,7 @@ std::unique_ptr<Communicator> Context::make_communicator(
   collectives::Policy policy = job_.config().policy;
   if (shm_) policy.single_copy = shm_->single_copy();
   policy.tuning = tuning_;
+  policy.probe_roster = &probe_roster_;
   return std::make_unique<Communicator>(*channel_, std::move(membership), id, stamp,
                                         std::move(policy), std::move(slots), std::move(node_slots));
 }
@@ -386,6 +387,7 @@ void Context::advance_all() {
   if (hang_report_requested()) {
     write_hang_report(job_.config().hang_report, job_.rank(), calls_in_flight());
   }
+  probe_roster_.serve_all();
   for (Request* r : in_flight_)
     r->operation().advance();
 }

@@ -163,6 +163,7 @@ class Context {
   std::unique_ptr<transport::verbs::VerbsChannel> verbs_;
 #endif
   std::unique_ptr<transport::RoutedChannel> channel_;
+  collectives::ProbeRoster probe_roster_;  // outlives every communicator's desk
   std::unique_ptr<collectives::Communicator> world_;
   CommunicatorIds ids_;
   std::vector<Request*> in_flight_;

@@ -163,6 +163,43 @@ TEST(LightBcast, RanksThatTakeEachOtherForTheRootFailWithinAProbe) {
   }
 }
 
+// A rank serves its probe desk from whatever call it makes next, on any communicator. 4 ranks,
+// root 0; rank 3 makes an allreduce instead: it folds in rank 2's vector (a mismatch), then
+// waits on rank 1, which had its vector from rank 0 and went on to an allreduce on another
+// communicator, where it waits for rank 3. Rank 1 answers rank 3's probe from there, so rank 3
+// fails within seconds (not at IBCOLL_TIMEOUT) and joins that allreduce, which then works.
+TEST(LightBcast, ARankInACallOnAnotherCommunicatorAnswersProbes) {
+  expect_all_ok(run_ranks(
+      4,
+      [](int me, int) {
+        CapiRank r;
+        ibcoll_comm_t other = nullptr;
+        RANK_CHECK(ibcoll_comm_split(r.world(), 0, me, &other) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        std::vector<int32_t> data(8, me);
+        const auto start = std::chrono::steady_clock::now();
+        if (me == 3) {
+          const ibcoll_status_t s = ibcoll_allreduce(IBCOLL_IN_PLACE, data.data(), 8, IBCOLL_INT32,
+                                                     IBCOLL_SUM, r.world());
+          expect_mismatch(s, ibcoll_last_error(), "collective", "an allreduce against bcasts");
+          RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10),
+                     "rank 1 did not answer the probe from its call on the other communicator");
+        } else {
+          RANK_CHECK(ibcoll_bcast(data.data(), 8, IBCOLL_INT32, 0, r.world()) == IBCOLL_SUCCESS,
+                     ibcoll_last_error());
+          RANK_CHECK(data == std::vector<int32_t>(8, 0), "the bcast's vector");
+        }
+        int32_t one = 1;
+        RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, &one, 1, IBCOLL_INT32, IBCOLL_SUM, other) ==
+                       IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        RANK_CHECK(one == 4, "the allreduce on the other communicator");
+        RANK_CHECK(ibcoll_comm_free(&other) == IBCOLL_SUCCESS, ibcoll_last_error());
+        return 0;
+      },
+      light_options("1024")));
+}
+
 // A rank that takes itself for the root of a small bcast the others take from rank 0 sends and
 // returns like a root (it needs nothing), and the others may all have had what they need from
 // senders that agree with them: with no allreduce after, the ranks learn at the next bcast
