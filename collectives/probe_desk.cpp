@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "collectives/allreduce/folding.h"
 #include "collectives/tags.h"
 
@@ -13,11 +14,17 @@ constexpr uint32_t kLooksPerClock = 64;  // a clock read per this many looks at 
 }  // namespace
 
 void ProbeRoster::serve_all() {
-  while (!listed_.empty()) {  // serving may list a desk again (a note the channel had)
+  while (!listed_.empty()) {
     ProbeDesk* desk = listed_.back();
     listed_.pop_back();
     desk->shared_->listed = false;
-    desk->serve();
+    try {
+      desk->serve();
+    } catch (const Error& e) {
+      desk->shared_->news = true;
+      IBCOLL_LOG(debug, "a probe desk is left to its own communicator's next call: "
+                            << e.status().to_string());
+    }
   }
 }
 
@@ -94,15 +101,18 @@ void ProbeDesk::post_receive(size_t index) {
                 });
 }
 
+void ProbeDesk::list(Shared& shared) {
+  if (!shared.roster || !shared.desk || shared.listed) return;
+  shared.listed = true;
+  shared.roster->listed_.push_back(shared.desk);
+}
+
 // In the channel's poll: only note what came; serve() answers and posts the next receive.
 void ProbeDesk::arrived(Shared& shared, size_t index, const Status& status, size_t bytes) {
   Partner& p = shared.partners[index];
   p.receiving = false;
   shared.news = true;
-  if (shared.roster && shared.desk && !shared.listed) {
-    shared.listed = true;
-    shared.roster->listed_.push_back(shared.desk);
-  }
+  list(shared);
   if (!status.ok()) {  // the partner failed, or withdrew: the calls waiting on it learn so
     p.closed = true;
     return;
@@ -178,7 +188,8 @@ void ProbeDesk::send(size_t index, uint64_t sequence, Kind kind, const CheckFiel
   channel_.send(peers_[static_cast<size_t>(p.member)], tag_, &p.out, bytes,
                 [shared = shared_, index](const Status&, size_t) {
                   shared->partners[index].sending = false;
-                  shared->news = true;
+                  shared->news = true;  // an answer or notice may wait for this send
+                  list(*shared);
                 });
 }
 

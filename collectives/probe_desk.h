@@ -8,11 +8,11 @@
 // here, with its fields; the prober folds them in and fails with the check's verdict, and so
 // does the partner's call N if it waits too (two ranks that each wait on the other). A partner
 // whose call agrees is slow, and is waited for; a probe about a call it has not made yet waits
-// for that call. Probes are served while this member's calls on the communicator run, so a
-// partner idle outside the library answers at its next call. A member whose call fails with a
-// mismatch tells every partner at once, unasked: one that waits on it fails without waiting out
-// a probe interval (a chain of waits then unwinds at the network's speed), even if the failed
-// member leaves the job right after.
+// for that call. Probes are served while any call of this member's runs, on any communicator
+// (ProbeRoster), so a partner idle outside the library answers at its next call. A member whose
+// call fails with a mismatch tells every partner at once, unasked: one that waits on it fails
+// without waiting out a probe interval (a chain of waits then unwinds at the network's speed), even
+// if the failed member leaves the job right after.
 #pragma once
 
 #include <array>
@@ -39,7 +39,8 @@ class ProbeRoster {
   ProbeRoster() = default;
   ProbeRoster(const ProbeRoster&) = delete;
   ProbeRoster& operator=(const ProbeRoster&) = delete;
-  // Serves each desk listed; cheap when none is.
+  // Serves each desk listed; cheap when none is. A desk that fails to (its channel refused a
+  // send) is left to its own communicator's next call, which meets the failure where it belongs.
   void serve_all();
 
  private:
@@ -75,7 +76,8 @@ class ProbeDesk {
   // From a task whose receive from `member` in call `sequence` has not come: serves, probes
   // `member` each `after` of waiting; once `member` has answered, or a partner's probe showed
   // that its call `sequence` differs, folds its fields into `fields` and returns the mismatch
-  // the call fails with, already told as ended() tells it (else ok: wait on).
+  // the call fails with, already told as ended() tells it (else ok: wait on). Call it no more
+  // once it has returned a mismatch.
   Status wait_on(Timer& timer, int member, uint64_t sequence, CheckFields& fields);
 
  private:
@@ -116,6 +118,8 @@ class ProbeDesk {
     bool listed = false;  // in roster's list
   };
   static void arrived(Shared& shared, size_t index, const Status& status, size_t bytes);
+  // Lists the desk in its roster: it has news to serve, whichever call runs.
+  static void list(Shared& shared);
   // Answers partners_[index]'s probe if this member has made that call: whether it is settled.
   bool answer(Partner& p);
   void send(size_t index, uint64_t sequence, Kind kind, const CheckFields* fields);

@@ -35,6 +35,7 @@ class RecordingChannel final : public transport::Channel {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   size_t max_message_size() const override { return size_t{1} << 32; }  // as verbs
+ private:  // reached through Channel::send and recv, which check the arguments
   void post_send(int peer, uint64_t, const void*, size_t length,
                  transport::Completion done) override {
     peers_.insert(peer);
@@ -44,6 +45,8 @@ class RecordingChannel final : public transport::Channel {
     peers_.insert(peer);
     done_.emplace_back(std::move(done), capacity);
   }
+
+ public:
   int poll() override {
     int events = 0;
     while (!done_.empty()) {  // a completion may post more

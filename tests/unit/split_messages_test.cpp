@@ -40,6 +40,7 @@ class LoopChannel final : public transport::Channel {
   int size() const override { return 2; }
   size_t max_message_size() const override { return kLargest; }
 
+ private:  // reached through Channel::send and recv, which check the arguments
   void post_send(int peer, uint64_t tag, const void* buffer, size_t length,
                  transport::Completion done) override {
     const auto* bytes = static_cast<const std::byte*>(buffer);
@@ -52,6 +53,8 @@ class LoopChannel final : public transport::Channel {
                  transport::Completion done) override {
     posted_.push_back({peer, tag, static_cast<std::byte*>(buffer), capacity, std::move(done)});
   }
+
+ public:
   // Each posted receive takes the oldest message from its peer with its tag.
   int poll() override {
     int events = 0;
