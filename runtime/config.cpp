@@ -36,7 +36,9 @@ const Variable kVariables[] = {
      "name of this node (ranks with one name share memory); empty: host name and boot id"},
     {"IBCOLL_TOPOLOGY", "",
      "hwloc XML file or synthetic description (pack:2 core:8 pu:2) instead of this machine's"},
-    {"IBCOLL_TRANSPORT", "auto", "auto (shm inside a node, verbs between)|shm|verbs"},
+    {"IBCOLL_TRANSPORT", "auto",
+     "auto (shm inside a node; verbs between, or UCX where a node has no verbs device)|shm|"
+     "verbs|ucx (verbs and ucx: also inside a node)"},
     {"IBCOLL_ALLREDUCE_ALGO", "auto", "force an allreduce algorithm (ibcoll_info lists them)"},
     {"IBCOLL_BCAST_ALGO", "auto", "force a bcast algorithm (ibcoll_info lists them)"},
     {"IBCOLL_CHECK_CALLS", "1", "check that all ranks make the same collective call (0|1)"},
@@ -79,7 +81,8 @@ const Variable kVariables[] = {
     {"IBCOLL_CONNECT", "planned",
      "when verbs connections are made: planned (at start-up, to the peers the connection plan "
      "gives the world's calls; any other on first use)|on_demand (each on first use)"},
-    {"IBCOLL_EAGER_LIMIT", "64K", "largest message sent by copy; larger ones by RDMA write"},
+    {"IBCOLL_EAGER_LIMIT", "64K",
+     "largest message sent by copy; larger ones by RDMA write (UCX: its rendezvous)"},
     {"IBCOLL_EAGER_BUFFER", "8K",
      "bytes of each registered send and receive buffer; longer copies go in parts"},
     {"IBCOLL_SRQ_DEPTH", "512", "receive buffers in the shared receive queue"},
@@ -90,7 +93,9 @@ const Variable kVariables[] = {
      "keep user buffers registered between transfers: auto (where libucm reports unmaps), 0 or 1"},
     {"IBCOLL_MR_CACHE_SIZE", "1G", "most bytes the registration cache keeps registered"},
     {"IBCOLL_HANDSHAKE_RETRY", "200ms", "resend an unanswered connection handshake after this"},
-    {"IBCOLL_KEEPALIVE", "1s", "probe a silent peer that an operation waits on after this"},
+    {"IBCOLL_KEEPALIVE", "1s",
+     "probe a silent peer that an operation waits on after this (UCX: its keepalive interval, "
+     "unless UCX_KEEPALIVE_INTERVAL is set)"},
 };
 
 std::string value_or_default(const std::function<const char*(const char*)>& lookup,
@@ -189,8 +194,9 @@ TransportMode parse_transport_mode(const std::string& text) {
   if (text == "auto") return TransportMode::automatic;
   if (text == "shm") return TransportMode::shm;
   if (text == "verbs") return TransportMode::verbs;
+  if (text == "ucx") return TransportMode::ucx;
   throw Error(Code::invalid_argument,
-              "IBCOLL_TRANSPORT: '" + text + "' is not one of auto|shm|verbs");
+              "IBCOLL_TRANSPORT: '" + text + "' is not one of auto|shm|verbs|ucx");
 }
 
 const char* transport_mode_name(TransportMode mode) {
@@ -201,6 +207,8 @@ const char* transport_mode_name(TransportMode mode) {
       return "shm";
     case TransportMode::verbs:
       return "verbs";
+    case TransportMode::ucx:
+      return "ucx";
   }
   return "unknown";
 }
@@ -326,6 +334,13 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   }
   c.largest_communicator_id = static_cast<uint32_t>(
       parse_integer("IBCOLL_COMM_IDS", get("IBCOLL_COMM_IDS"), 3, CommunicatorIds::kLargest));
+  c.ucx.eager_limit = parse_size("IBCOLL_EAGER_LIMIT", get("IBCOLL_EAGER_LIMIT"));
+  if (c.ucx.eager_limit > transport::wire::kMaxEagerBytes) {
+    throw Error(Code::invalid_argument, "IBCOLL_EAGER_LIMIT: at most 1M");
+  }
+  c.ucx.liveness = c.timeout;
+  c.ucx.keepalive = parse_duration("IBCOLL_KEEPALIVE", get("IBCOLL_KEEPALIVE"));
+  c.ucx.wakeup = c.wait == transport::WaitPolicy::event;
 #ifdef IBCOLL_HAVE_VERBS
   auto& v = c.verbs;
   v.device = get("IBCOLL_DEVICE");
@@ -345,10 +360,7 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
                 "IBCOLL_CONNECT: '" + when + "' is not planned or on_demand");
   }
   c.connect_planned = when == "planned";
-  v.eager_limit = parse_size("IBCOLL_EAGER_LIMIT", get("IBCOLL_EAGER_LIMIT"));
-  if (v.eager_limit > transport::wire::kMaxEagerBytes) {
-    throw Error(Code::invalid_argument, "IBCOLL_EAGER_LIMIT: at most 1M");
-  }
+  v.eager_limit = c.ucx.eager_limit;
   v.eager_buffer = parse_size("IBCOLL_EAGER_BUFFER", get("IBCOLL_EAGER_BUFFER"));
   if (v.eager_buffer < 64 || v.eager_buffer > (size_t{1} << 20)) {
     throw Error(Code::invalid_argument, "IBCOLL_EAGER_BUFFER: from 64 to 1M");
@@ -364,7 +376,7 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   v.mr_cache_bytes = parse_size("IBCOLL_MR_CACHE_SIZE", get("IBCOLL_MR_CACHE_SIZE"));
   v.timeout = c.timeout;
   v.handshake_retry = parse_duration("IBCOLL_HANDSHAKE_RETRY", get("IBCOLL_HANDSHAKE_RETRY"));
-  v.keepalive = parse_duration("IBCOLL_KEEPALIVE", get("IBCOLL_KEEPALIVE"));
+  v.keepalive = c.ucx.keepalive;
   v.event_channel = c.wait == transport::WaitPolicy::event;
 #endif
   return c;

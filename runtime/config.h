@@ -15,6 +15,7 @@
 #include "transport/progress.h"
 #include "transport/shm/options.h"
 #ifdef IBCOLL_HAVE_VERBS
+#include "transport/ucx/options.h"
 #include "transport/verbs/options.h"
 #endif
 
@@ -33,6 +34,7 @@ enum class TransportMode {
   automatic,  // shared memory inside a node, verbs between nodes
   shm,        // shared memory only (every rank on one node)
   verbs,      // verbs only, also inside a node
+  ucx,        // UCX only, also inside a node
 };
 TransportMode parse_transport_mode(const std::string& text);
 const char* transport_mode_name(TransportMode mode);
@@ -56,6 +58,7 @@ struct Config {
   // For tests: where this process fails on purpose (per process: not a shared setting).
   enum class Fault { none, node_calibration } fault = Fault::none;
   uint32_t largest_communicator_id = CommunicatorIds::kLargest;
+  transport::ucx::Options ucx;
 #ifdef IBCOLL_HAVE_VERBS
   transport::verbs::Options verbs;
   std::string xrc_dir;  // where the per-job XRC domain files go

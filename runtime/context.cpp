@@ -15,6 +15,9 @@
 #include "runtime/hang_report.h"
 #include "runtime/node_calibration.h"
 #include "runtime/shm_endpoint.h"
+#ifdef IBCOLL_HAVE_UCX
+#include "runtime/ucx_transport.h"
+#endif
 #ifdef IBCOLL_HAVE_VERBS
 #include "runtime/verbs_endpoint.h"
 #endif
@@ -240,6 +243,32 @@ bool Context::a_node_rank_exited() const {
   return false;
 }
 
+TransportMode Context::remote_transport() {
+  const bool have_verbs =
+#ifdef IBCOLL_HAVE_VERBS
+      !transport::verbs::active_device_names().empty();
+#else
+      false;
+#endif
+  // One exchange: a rank without a device would otherwise wait for verbs handshakes forever.
+  const std::vector<std::string> all = exchange_set_up(
+      job_.bootstrap(), "remote-transport", [&] { return std::string(have_verbs ? "v" : "-"); });
+  const auto without = std::find(all.begin(), all.end(), "-");
+  if (without == all.end()) return TransportMode::verbs;
+#ifdef IBCOLL_HAVE_UCX
+  if (job_.rank() == 0) {
+    IBCOLL_LOG(info, "rank " << (without - all.begin())
+                             << " has no active verbs device: the job goes between nodes by UCX");
+  }
+  return TransportMode::ucx;
+#else
+  throw Error(
+      Code::not_supported,
+      "rank " + std::to_string(without - all.begin()) +
+          " has no active verbs device, and this build has no UCX transport to use instead");
+#endif
+}
+
 void Context::open_transports() {
   const Config& config = job_.config();
   placement_ = exchange_placement(job_.bootstrap(), config);
@@ -250,9 +279,12 @@ void Context::open_transports() {
     throw Error(Code::invalid_argument,
                 "IBCOLL_TRANSPORT: shm needs every rank on one node, and this job spans nodes");
   }
-  const bool use_shm = config.transport != TransportMode::verbs;
-  const bool use_verbs = config.transport == TransportMode::verbs ||
-                         (config.transport == TransportMode::automatic && !one_node);
+  const bool use_shm =
+      config.transport == TransportMode::shm || config.transport == TransportMode::automatic;
+  // Forced (also inside the node), or between nodes.
+  const TransportMode remote = config.transport == TransportMode::automatic
+                                   ? (one_node ? TransportMode::shm : remote_transport())
+                                   : config.transport;
   if (use_shm) {
     OpenedShm opened = open_shm_channel(job_, node_ranks, node);
     shm_ = std::move(opened.channel);
@@ -264,13 +296,23 @@ void Context::open_transports() {
                       : std::string("unused (no other rank shares this node)")) +
                 "\n";
   IBCOLL_LOG(info, thresholds_.substr(0, thresholds_.size() - 1));
-  if (use_verbs) {
+  transport::Channel* between = nullptr;  // what reaches the ranks shared memory does not
+  if (remote == TransportMode::verbs) {
 #ifdef IBCOLL_HAVE_VERBS
     verbs_ = open_verbs_channel(job_, placement_);
+    between = verbs_.get();
 #else
     throw Error(Code::not_supported,
-                "IBCOLL_TRANSPORT: this build has no verbs transport, and " +
-                    std::string(one_node ? "verbs was asked for" : "the job spans nodes"));
+                "IBCOLL_TRANSPORT: this build has no verbs transport, and verbs was asked for");
+#endif
+  } else if (remote == TransportMode::ucx) {
+#ifdef IBCOLL_HAVE_UCX
+    ucx_ = open_ucx_channel(job_);
+    between = ucx_.get();
+#else
+    throw Error(Code::not_supported,
+                "IBCOLL_TRANSPORT: this build has no UCX transport (IBCOLL_WITH_UCX was off), and "
+                "ucx was asked for");
 #endif
   }
   std::vector<transport::RoutedChannel::Route> routes(static_cast<size_t>(job_.size()));
@@ -279,18 +321,13 @@ void Context::open_transports() {
     if (r == job_.rank()) continue;
     if (shm_ && local != node_ranks.end()) {
       routes[static_cast<size_t>(r)] = {shm_.get(), static_cast<int>(local - node_ranks.begin())};
+    } else {
+      routes[static_cast<size_t>(r)] = {between, r};
     }
-#ifdef IBCOLL_HAVE_VERBS
-    else {
-      routes[static_cast<size_t>(r)] = {verbs_.get(), r};
-    }
-#endif
   }
   std::vector<transport::Channel*> channels;
   if (shm_) channels.push_back(shm_.get());
-#ifdef IBCOLL_HAVE_VERBS
-  if (verbs_) channels.push_back(verbs_.get());
-#endif
+  if (between) channels.push_back(between);
   channel_ = std::make_unique<transport::RoutedChannel>(job_.rank(), std::move(routes),
                                                         std::move(channels));
   job_.engine().add(channel_.get());
@@ -300,7 +337,8 @@ void Context::open_transports() {
                                        << " cpus: waits yield the core after a short spin");
   }
   const size_t by_shm = shm_ ? node_ranks.size() - 1 : 0;
-  IBCOLL_LOG(info, "node " << node << ": shm to " << by_shm << " ranks, verbs to "
+  IBCOLL_LOG(info, "node " << node << ": shm to " << by_shm << " ranks, "
+                           << (remote == TransportMode::ucx ? "UCX" : "verbs") << " to "
                            << (job_.size() - 1 - static_cast<int>(by_shm)) << " (IBCOLL_TRANSPORT="
                            << transport_mode_name(config.transport) << ")");
 }
@@ -308,7 +346,11 @@ void Context::open_transports() {
 const char* Context::transport_to(int rank) const {
   if (rank == job_.rank()) return "self";
   const transport::Channel* c = channel_->channel_of(rank);
-  return c == shm_.get() ? "shm" : "verbs";
+  if (c == shm_.get()) return "shm";
+#ifdef IBCOLL_HAVE_UCX
+  if (c == ucx_.get()) return "ucx";
+#endif
+  return "verbs";
 }
 
 Context::Counters Context::counters() const {
@@ -326,6 +368,12 @@ Context::Counters Context::counters() const {
     c.registration_hits = verbs.registration_hits;
     c.registration_misses = verbs.registration_misses;
     c.registrations_unmapped = verbs.registrations_unmapped;
+  }
+#endif
+#ifdef IBCOLL_HAVE_UCX
+  if (ucx_) {
+    c.ucx_sent = channel_->sent_through(*ucx_);
+    c.ucx_endpoints = ucx_->counters().endpoints;
   }
 #endif
   return c;

@@ -1,6 +1,7 @@
 // Context: everything one process of a job owns: the job (configuration, bootstrap, progress
 // engine), its transports behind one routed channel (shared memory to ranks on its node, verbs
-// to the others, or one of them when IBCOLL_TRANSPORT says), the world communicator, and the
+// to the others or UCX where some node has no verbs device, or one of them when
+// IBCOLL_TRANSPORT says), the world communicator, and the
 // collective calls in flight, which progress() and wait() advance all together (a peer may
 // need any of them to move).
 #pragma once
@@ -20,6 +21,9 @@
 #include "runtime/placement.h"
 #include "transport/routed_channel.h"
 #include "transport/shm/shm_channel.h"
+#ifdef IBCOLL_HAVE_UCX
+#include "transport/ucx/ucx_channel.h"
+#endif
 #ifdef IBCOLL_HAVE_VERBS
 #include "transport/verbs/verbs_channel.h"
 #endif
@@ -57,11 +61,12 @@ class Context {
   ~Context();
 
   collectives::Communicator& world() { return *world_; }
-  // "shm", "verbs" or "self": how this process reaches `rank` of the job.
+  // "shm", "verbs", "ucx" or "self": how this process reaches `rank` of the job.
   const char* transport_to(int rank) const;
   struct Counters {
     uint64_t verbs_connections = 0;
-    transport::RoutedChannel::Traffic verbs_sent, shm_sent;
+    transport::RoutedChannel::Traffic verbs_sent, shm_sent, ucx_sent;
+    uint64_t ucx_endpoints = 0;
     uint64_t shm_segment_bytes = 0, shm_resident_bytes = 0;
     // verbs' registration cache: look-ups it answered, those it registered for, and entries it
     // dropped because their memory was unmapped.
@@ -131,6 +136,9 @@ class Context {
   // The constructors' common part, once the job is there.
   void open_transports_and_world();
   void open_transports();
+  // What carries messages between nodes: verbs, or UCX where some rank of the job has no verbs
+  // device (IBCOLL_TRANSPORT=auto; every rank decides alike).
+  TransportMode remote_transport();
   void tune_node();
   // IBCOLL_CONNECT=planned: starts the handshakes with the remote peers the connection plan
   // gives this rank, so that its first calls find them connected (any other: on first use).
@@ -161,6 +169,9 @@ class Context {
   collectives::NodeTuning tuning_;  // this node's, for communicators inside it
 #ifdef IBCOLL_HAVE_VERBS
   std::unique_ptr<transport::verbs::VerbsChannel> verbs_;
+#endif
+#ifdef IBCOLL_HAVE_UCX
+  std::unique_ptr<transport::ucx::UcxChannel> ucx_;
 #endif
   std::unique_ptr<transport::RoutedChannel> channel_;
   collectives::ProbeRoster probe_roster_;  // outlives every communicator's desk

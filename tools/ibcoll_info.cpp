@@ -121,6 +121,42 @@ void print_topology(const ibcoll::runtime::Config& config) {
 #endif
 }
 
+// What would carry messages between nodes from this machine (IBCOLL_TRANSPORT), and why.
+void print_transport(const ibcoll::runtime::Config& config) {
+  using ibcoll::runtime::TransportMode;
+#ifdef IBCOLL_HAVE_VERBS
+  const bool verbs_here = !ibcoll::transport::verbs::active_device_names().empty();
+#else
+  const bool verbs_here = false;
+#endif
+#ifdef IBCOLL_HAVE_UCX
+  const char* ucx = "UCX";
+#else
+  const char* ucx = "nothing (this build has no UCX transport)";
+#endif
+  const char* how = "";
+  switch (config.transport) {
+    case TransportMode::automatic:
+      how = verbs_here ? "verbs (an active verbs device is here; UCX if some node of the job has "
+                         "none)"
+                       : ucx;
+      break;
+    case TransportMode::shm:
+      how = "nothing (shm: every rank on one node)";
+      break;
+    case TransportMode::verbs:
+      how = "verbs, also inside a node (forced)";
+      break;
+    case TransportMode::ucx:
+      how = "UCX, also inside a node (forced)";
+      break;
+  }
+  std::printf("between nodes, from here: %s%s\n", how,
+              config.transport == TransportMode::automatic && !verbs_here
+                  ? " (no active verbs device here)"
+                  : "");
+}
+
 // Which bootstrap a rank started as this process was would take, and why (or why none can).
 void print_bootstrap() {
   using namespace ibcoll;
@@ -221,6 +257,7 @@ int main(int argc, char** argv) {
     std::printf("\nwait policy: %s, timeout: %lld ms\n", transport::wait_policy_name(config.wait),
                 static_cast<long long>(config.timeout.count()));
     print_bootstrap();
+    print_transport(config);
     print_topology(config);
 #ifdef IBCOLL_HAVE_VERBS
     transport::verbs::Device device(config.verbs.device, config.verbs.gid_index);

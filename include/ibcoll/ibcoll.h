@@ -185,7 +185,7 @@ ibcoll_status_t ibcoll_request_free(ibcoll_request_t* request);
  * storage), or NULL with the error set. */
 const char* ibcoll_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective, size_t count,
                              ibcoll_datatype_t type);
-/* "shm", "verbs" or "self": the transport between this process and `rank` of `comm`. */
+/* "shm", "verbs", "ucx" or "self": the transport between this process and `rank` of `comm`. */
 const char* ibcoll_transport(ibcoll_comm_t comm, int rank);
 /* What this process's transports have done since ibcoll_init: which carried the collectives'
  * messages, and how many peers verbs connected to (connections are made on demand, so they
@@ -199,6 +199,9 @@ typedef struct {
    * kernel holds for it now (rings of the pairs that have talked, slot sets in use). 0 without
    * shared memory. */
   uint64_t shm_segment_bytes, shm_resident_bytes;
+  /* UCX (where it carries messages instead of verbs): endpoints made, and what went by it. */
+  uint64_t ucx_endpoints;
+  uint64_t ucx_messages_sent, ucx_bytes_sent;
 } ibcoll_counters_t;
 ibcoll_status_t ibcoll_get_counters(ibcoll_context_t context, ibcoll_counters_t* counters);
 /* The thresholds this process runs with that the machine decides, a line each, as

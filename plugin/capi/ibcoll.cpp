@@ -484,9 +484,10 @@ ibcoll_status_t ibcoll_get_counters(ibcoll_context_t context, ibcoll_counters_t*
     require(context, "context");
     require(counters, "counters");
     const ibcoll::runtime::Context::Counters c = context->context->counters();
-    *counters = {c.verbs_connections, c.verbs_sent.messages, c.verbs_sent.bytes,
-                 c.shm_sent.messages, c.shm_sent.bytes,      c.shm_segment_bytes,
-                 c.shm_resident_bytes};
+    *counters = {c.verbs_connections,  c.verbs_sent.messages, c.verbs_sent.bytes,
+                 c.shm_sent.messages,  c.shm_sent.bytes,      c.shm_segment_bytes,
+                 c.shm_resident_bytes, c.ucx_endpoints,       c.ucx_sent.messages,
+                 c.ucx_sent.bytes};
     return Status();
   });
 }

@@ -21,44 +21,16 @@
 #include "runtime/connection_plan.h"
 #include "tests/support/collectives.h"
 #include "tests/support/steady_calls.h"
+#include "tests/support/transport_sweep.h"
 
 namespace ibcoll::testing {
 namespace {
 
 TEST(VerbsCollectives, EveryAlgorithmTwoToFourRanks) {
-  std::vector<std::string> allreduce{"auto"}, bcast{"auto"};
-  for (const collectives::Algorithm& a : collectives::algorithms()) {
-    if (a.uses_slots) continue;    // the slot region is shared memory: over verbs they never run
-    if (a.across_nodes) continue;  // one node: HierarchicalAcrossPretendNodes forces them
-    (a.collective == collectives::Collective::allreduce ? allreduce : bcast).push_back(a.name);
-  }
-  for (size_t i = 0; i < std::max(allreduce.size(), bcast.size()); ++i) {
-    RankOptions options;
-    options.deadline = std::chrono::seconds(300);
-    options.environment = {{"IBCOLL_TRANSPORT", "verbs"},
-                           {"IBCOLL_ALLREDUCE_ALGO", allreduce[i % allreduce.size()]},
-                           {"IBCOLL_BCAST_ALGO", bcast[i % bcast.size()]}};
-    for (int ranks = 2; ranks <= 4; ++ranks) {
-      SCOPED_TRACE(options.environment["IBCOLL_ALLREDUCE_ALGO"] + "/" +
-                   options.environment["IBCOLL_BCAST_ALGO"] + ", " + std::to_string(ranks) +
-                   " ranks");
-      expect_all_ok(run_ranks(
-          ranks,
-          [](int, int) {
-            CapiRank r;
-            RANK_CHECK(
-                std::string(ibcoll_transport(r.world(), (r.rank() + 1) % r.size())) == "verbs",
-                "IBCOLL_TRANSPORT=verbs routes local ranks over verbs");
-            // One type of each width class and both paths (eager, rendezvous); the kernels
-            // are tested exhaustively on the host.
-            allreduce_sweep(r.world(), {DataType::int8, DataType::bfloat16, DataType::float64},
-                            {0, 1, 1031, 65537});
-            bcast_every_root(r.world(), DataType::uint8, {0, 7, 65537});
-            return 0;
-          },
-          options));
-    }
-  }
+  RankOptions options;
+  options.deadline = std::chrono::seconds(300);
+  options.environment = {{"IBCOLL_TRANSPORT", "verbs"}};
+  every_message_algorithm_over("verbs", options);
 }
 
 // Ranks that name different nodes (IBCOLL_NODE) on one VM: shared memory inside each pretend
@@ -96,13 +68,7 @@ TEST(VerbsCollectives, HierarchicalAcrossPretendNodes) {
           [&](int me, int) {
             setenv("IBCOLL_NODE", ("pretend-node-" + std::to_string(node_of[me])).c_str(), 1);
             CapiRank r;
-            for (int peer = 0; peer < r.size(); ++peer) {
-              const std::string want = peer == me                     ? "self"
-                                       : node_of[peer] == node_of[me] ? "shm"
-                                                                      : "verbs";
-              RANK_CHECK(ibcoll_transport(r.world(), peer) == want,
-                         "rank " + std::to_string(peer) + " is not reached by " + want);
-            }
+            expect_routes(r, node_of, "verbs");
             if (allreduce == "auto") {
               expect_algorithm(r.world(), IBCOLL_ALLREDUCE, 1000, IBCOLL_INT32,
                                "recursive_doubling");
