@@ -5,7 +5,8 @@
 //   cluster_collectives LAYOUT   e.g. 2,2 (ranks per node, node by node, as cluster-run places
 //   them)
 //
-// Checks that each peer is reached the way its node says (shm on the same node, verbs across),
+// Checks that each peer is reached the way its node says (shm on the same node, verbs across;
+// UCX to all under IBCOLL_TRANSPORT=ucx),
 // then runs the sweep on the world and on split communicators that span nodes and that do not:
 // allreduce over types and ops at sizes up to several MiB, in place and not, bcast from every
 // root, overlapping non-blocking calls on several communicators; every result against its
@@ -24,10 +25,14 @@
 namespace ibcoll::testing {
 namespace {
 
+// IBCOLL_TRANSPORT=ucx: UCX to every peer, this node's too.
 void check_routes(ibcoll_comm_t world, const std::vector<int>& node_of) {
   const int me = comm_rank(world);
+  const char* forced = std::getenv("IBCOLL_TRANSPORT");
+  const bool ucx = forced && std::string(forced) == "ucx";
   for (int r = 0; r < comm_size(world); ++r) {
     const char* want = r == me                                          ? "self"
+                       : ucx                                            ? "ucx"
                        : node_of[static_cast<size_t>(r)] == node_of[me] ? "shm"
                                                                         : "verbs";
     const std::string got = ibcoll_transport(world, r);

@@ -13,7 +13,7 @@ struct Options {
   // UCX's keepalive interval, unless UCX_KEEPALIVE_INTERVAL says (UCX's own default, 20 s, would
   // leave a peer that is only received from unnoticed for that long once dead).
   std::chrono::milliseconds keepalive{1000};
-  bool wakeup = false;                        // IBCOLL_WAIT=event: the worker's event fd
+  bool wakeup = false;  // IBCOLL_WAIT=event: the worker's event fd
 };
 
 }  // namespace ibcoll::transport::ucx

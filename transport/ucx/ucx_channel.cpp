@@ -35,20 +35,27 @@ UcxChannel::UcxChannel(int rank, int size, const Options& options)
 }
 
 UcxChannel::~UcxChannel() {
-  // Endpoints close with a flush (a failed one by force), waited for within the liveness
-  // limit; what is left then goes with the worker.
+  // Endpoints close with a flush (a failed one by force), and what they still carry completes
+  // meanwhile, within the liveness limit. What is left goes with the worker, which is destroyed
+  // first of the members (declared last), while the records its callbacks name still exist.
+  closing_down_ = true;  // nothing new is sent, no endpoint made
   peers_.for_each([&](int, Peer& p) { close_endpoint(p, p.failed); });
   const Deadline deadline(options_.liveness);
-  while (!closing_.empty() && !deadline.expired()) {
-    ucp_worker_progress(worker_.get());
+  auto closed = [&] {
     std::erase_if(closing_, [](void* request) {
       if (ucp_request_check_status(request) == UCS_INPROGRESS) return false;
       ucp_request_free(request);
       return true;
     });
+    return closing_.empty();
+  };
+  while (!closed() && !deadline.expired()) {
+    ucp_worker_progress(worker_.get());
+    finish_requests();
   }
+  finish_requests();
   for (void* request : closing_)
-    ucp_request_free(request);
+    ucp_request_free(request);  // released by UCX once done
 }
 
 void UcxChannel::set_peer_addresses(std::vector<std::string> addresses) {
@@ -66,7 +73,7 @@ UcxChannel::Peer& UcxChannel::peer_entry(int peer) {
 
 ucp_ep_h UcxChannel::endpoint(int peer) {
   Peer& p = peer_entry(peer);
-  if (p.endpoint || p.failed) return p.endpoint;
+  if (p.endpoint || p.failed || closing_down_) return p.endpoint;
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -336,9 +343,43 @@ void UcxChannel::wait_out(const std::vector<std::pair<InFlight::Of, uint32_t>>& 
   }
 }
 
+void UcxChannel::check_liveness(Clock::time_point now) {
+  peers_.for_each([](int, Peer& p) { p.waited_on = false; });
+  auto mark = [&](int peer) {
+    if (Peer* p = peers_.find(peer)) p->waited_on = true;
+  };
+  for (const auto& [id, r] : rendezvous_)
+    if (!r.request) mark(r.peer);  // its data has not begun
+  for (const auto& [id, op] : sends_)
+    if (op.asked) mark(op.peer);  // no answer yet
+  probed_.clear();
+  peers_.for_each([&](int peer, Peer& p) {
+    if (p.heard || p.last_heard == Clock::time_point{}) {
+      p.heard = false;
+      p.last_heard = now;
+    }
+    if (p.failed || !p.endpoint) return;
+    if (!p.waited_on && matches_.posted_count(peer) == 0) return;
+    if (now - p.last_heard < options_.keepalive || now - p.last_probe < options_.keepalive) return;
+    p.last_probe = now;
+    probed_.push_back(peer);
+  });
+  for (int peer : probed_)
+    send_control(peer, UcxHeader::Type::probe, 0, 0, 0);
+}
+
 int UcxChannel::poll() {
   int events = static_cast<int>(ucp_worker_progress(worker_.get()));
   finish_requests();
+  // Reading the clock costs more than an empty poll: every 64 polls.
+  if (++polls_since_clock_ >= 64) {
+    polls_since_clock_ = 0;
+    const Clock::time_point now = Clock::now();
+    if (now >= next_liveness_check_) {
+      next_liveness_check_ = now + options_.keepalive / 4;
+      check_liveness(now);
+    }
+  }
   fail_peers_reported();
   while (!heard_gone_.empty()) {
     const HeardGone news = heard_gone_.back();

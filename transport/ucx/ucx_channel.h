@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/deadline.h"
 #include "transport/channel.h"
 #include "transport/deferred_completions.h"
 #include "transport/match_table.h"
@@ -130,7 +131,10 @@ class UcxChannel final : public Channel {
     ucp_ep_h endpoint = nullptr;
     uint32_t next_sequence_out = 0, next_sequence_in = 0;
     bool failed = false;
-    bool gone = false;  // failed by UCX (not by us): the observer hears of it
+    bool gone = false;       // failed by UCX (not by us): the observer hears of it
+    bool heard = false;      // a message came since the last liveness check
+    bool waited_on = false;  // the liveness check's mark: an operation waits for the peer
+    Clock::time_point last_heard{}, last_probe{};
     Status failure;
   };
 
@@ -175,12 +179,15 @@ class UcxChannel final : public Channel {
   ucp_ep_h endpoint(int peer);
   void fail_peer(int peer, const Status& status, bool gone);
   void fail_peers_reported();
+  // A peer that an operation waits on and that has said nothing for a keepalive interval gets a
+  // probe: over a dead peer's connection the send fails (tcp at once, rc after its retries),
+  // and its endpoint's error fails the peer. UCX's own keepalive does not reach an endpoint
+  // that only receives.
+  void check_liveness(Clock::time_point now);
   uint32_t new_id() { return next_id_ == 0 ? ++next_id_ : next_id_++; }
 
   Options options_;
   int rank_, size_;
-  UcpContext context_;
-  UcpWorker worker_;
   std::vector<std::string> addresses_;  // by rank: each worker's
   std::pmr::unsynchronized_pool_resource records_{kMessagePool};
   MessagePool payloads_;
@@ -206,7 +213,14 @@ class UcxChannel final : public Channel {
   std::vector<void*> closing_;         // endpoints' close requests, freed once done
   DeferredCompletions completions_;
   uint32_t next_id_ = 1;
+  bool closing_down_ = false;  // the destructor runs
+  uint32_t polls_since_clock_ = 0;
+  Clock::time_point next_liveness_check_{};
+  std::vector<int> probed_;  // check_liveness's list
   Counters counters_;
+  // Last: the worker goes first, while the records its callbacks may still name exist.
+  UcpContext context_;
+  UcpWorker worker_;
 };
 
 }  // namespace ibcoll::transport::ucx

@@ -79,6 +79,7 @@ ucs_status_t UcxChannel::receive(const UcxHeader& header, void* data, size_t len
   const int peer = static_cast<int>(header.source);
   Peer& p = peer_entry(peer);
   if (p.failed) return UCS_ERR_CANCELED;  // nothing more is taken from a failed peer
+  p.heard = true;
   const bool rendezvous = param.recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
   if (rendezvous && header.type != UcxHeader::Type::data) {
     reported_failures_.emplace_back(
@@ -121,6 +122,8 @@ ucs_status_t UcxChannel::receive(const UcxHeader& header, void* data, size_t len
     case UcxHeader::Type::rank_gone:
       heard_gone_.push_back(
           {peer, static_cast<uint32_t>(header.tag), static_cast<Code>(header.length)});
+      return UCS_OK;
+    case UcxHeader::Type::probe:
       return UCS_OK;
   }
   return UCS_ERR_INVALID_PARAM;

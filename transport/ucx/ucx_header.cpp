@@ -13,7 +13,7 @@ std::optional<UcxHeader> parse_header(const void* bytes, size_t size) {
   }
   const auto type = static_cast<uint8_t>(header.type);
   if (type < static_cast<uint8_t>(UcxHeader::Type::eager) ||
-      type > static_cast<uint8_t>(UcxHeader::Type::rank_gone)) {
+      type > static_cast<uint8_t>(UcxHeader::Type::probe)) {
     return std::nullopt;
   }
   return header;

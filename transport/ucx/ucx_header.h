@@ -22,6 +22,7 @@ struct UcxHeader {
     send_withdrawn,     // the sender gave up its request `id` (tag `tag`)
     receive_withdrawn,  // the receiver gave up the receive that answered request `id`
     rank_gone,          // job rank `tag` is gone (`length`: why, a Code)
+    probe,              // nothing: sent to a silent peer waited on, whose death the send reveals
   };
 
   uint16_t magic = kMagic;
