@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/support/collectives.h"
@@ -139,6 +140,26 @@ TEST(Ucx, ARankThatDiesFailsTheCallsWaitingOnIt) {
   meeting_over("ucx-answered", {0, 1});
   EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
   EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+}
+
+// A root that computes (makes no ibcoll call) for ten keepalive intervals while its receiver
+// waits is slow, not dead: the receiver's probes are acknowledged by the root's side of the
+// connection (its kernel), not by its process, and the bcast then completes.
+TEST(Ucx, APeerThatComputesIsWaitedFor) {
+  expect_all_ok(run_ranks(
+      2,
+      [](int me, int) {
+        CapiRank r;
+        std::vector<double> x(1 << 16, me == 0 ? 2.0 : 0.0);  // rendezvous-sized
+        RANK_CHECK(ibcoll_bcast(x.data(), 1, IBCOLL_FLOAT64, 0, r.world()) == IBCOLL_SUCCESS,
+                   ibcoll_last_error());
+        if (me == 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+        RANK_CHECK(ibcoll_bcast(x.data(), x.size(), IBCOLL_FLOAT64, 0, r.world()) == IBCOLL_SUCCESS,
+                   std::string("a bcast waiting on a computing root: ") + ibcoll_last_error());
+        RANK_CHECK(x.back() == 2.0, "the root's data did not arrive");
+        return 0;
+      },
+      over_ucx({{"IBCOLL_KEEPALIVE", "200ms"}, {"IBCOLL_CHECK_CALLS", "0"}})));
 }
 
 // Nothing of a call that timed out lands in its buffer afterwards, though the root it waited on

@@ -93,6 +93,10 @@ ucp_ep_h UcxChannel::endpoint(int peer) {
 }
 
 void UcxChannel::close_endpoint(Peer& p, bool force) {
+  if (p.flush) {
+    ucp_request_free(p.flush);  // UCX releases it once the close ends it
+    p.flush = nullptr;
+  }
   if (!p.endpoint) return;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -353,19 +357,46 @@ void UcxChannel::check_liveness(Clock::time_point now) {
   for (const auto& [id, op] : sends_)
     if (op.asked) mark(op.peer);  // no answer yet
   probed_.clear();
+  std::vector<std::pair<int, Status>> silent;
   peers_.for_each([&](int peer, Peer& p) {
     if (p.heard || p.last_heard == Clock::time_point{}) {
       p.heard = false;
       p.last_heard = now;
     }
+    if (p.flush && ucp_request_check_status(p.flush) != UCS_INPROGRESS) {
+      ucp_request_free(p.flush);
+      p.flush = nullptr;
+    }
     if (p.failed || !p.endpoint) return;
+    if (p.flush && now - p.last_probe >= 4 * options_.keepalive) {
+      silent.emplace_back(
+          peer,
+          Status(Code::peer_failed,
+                 "UCX: peer " + std::to_string(peer) + "'s connection acknowledged nothing for " +
+                     std::to_string(
+                         std::chrono::duration_cast<std::chrono::milliseconds>(now - p.last_probe)
+                             .count()) +
+                     " ms (4 IBCOLL_KEEPALIVE intervals)"));
+      return;
+    }
     if (!p.waited_on && matches_.posted_count(peer) == 0) return;
-    if (now - p.last_heard < options_.keepalive || now - p.last_probe < options_.keepalive) return;
+    if (p.flush || now - p.last_heard < options_.keepalive ||
+        now - p.last_probe < options_.keepalive) {
+      return;
+    }
     p.last_probe = now;
     probed_.push_back(peer);
   });
-  for (int peer : probed_)
+  for (auto& [peer, status] : silent)
+    fail_peer(peer, status, true);
+  for (int peer : probed_) {
     send_control(peer, UcxHeader::Type::probe, 0, 0, 0);
+    Peer& p = peers_[peer];
+    if (!p.endpoint) continue;
+    ucp_request_param_t param{};
+    void* flush = ucp_ep_flush_nbx(p.endpoint, &param);
+    if (UCS_PTR_IS_PTR(flush)) p.flush = flush;  // null: done; an error: the endpoint's handler
+  }
 }
 
 int UcxChannel::poll() {

@@ -135,6 +135,10 @@ class UcxChannel final : public Channel {
     bool heard = false;      // a message came since the last liveness check
     bool waited_on = false;  // the liveness check's mark: an operation waits for the peer
     Clock::time_point last_heard{}, last_probe{};
+    // The flush after the last probe: done once the peer's side of the connection acknowledged
+    // it (rc: its adapter's ack; no process needs to answer, so a peer that computes is not
+    // taken for dead). Not done within four keepalive intervals: the peer failed.
+    void* flush = nullptr;
     Status failure;
   };
 
@@ -180,9 +184,10 @@ class UcxChannel final : public Channel {
   void fail_peer(int peer, const Status& status, bool gone);
   void fail_peers_reported();
   // A peer that an operation waits on and that has said nothing for a keepalive interval gets a
-  // probe: over a dead peer's connection the send fails (tcp at once, rc after its retries),
-  // and its endpoint's error fails the peer. UCX's own keepalive does not reach an endpoint
-  // that only receives.
+  // probe and a flush (UCX's own keepalive does not reach an endpoint that only receives):
+  // over a dead peer's connection the send fails (tcp at once), or the flush is still not done
+  // four intervals later (rc, whose own retries take tens of seconds under emulation), and the
+  // peer fails, as verbs judges a silent peer.
   void check_liveness(Clock::time_point now);
   uint32_t new_id() { return next_id_ == 0 ? ++next_id_ : next_id_++; }
 
