@@ -39,7 +39,7 @@ UcxChannel::~UcxChannel() {
   // meanwhile, within the liveness limit. What is left goes with the worker, which is destroyed
   // first of the members (declared last), while the records its callbacks name still exist.
   closing_down_ = true;  // nothing new is sent, no endpoint made
-  peers_.for_each([&](int, Peer& p) { close_endpoint(p, p.failed); });
+  peers_.for_each([&](int, Peer& p) { close_endpoint(p, p.failed || p.gone); });
   const Deadline deadline(options_.liveness);
   auto closed = [&] {
     std::erase_if(closing_, [](void* request) {
@@ -116,6 +116,7 @@ void* UcxChannel::send_message(int peer, const UcxHeader& header, InFlight& in_f
   param.cb.send = &UcxChannel::on_send_done;
   param.user_data = &in_flight;
   param.flags = rendezvous ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
+  if (header.type != UcxHeader::Type::probe) peers_[peer].sent = true;
   void* request = ucp_am_send_nbx(ep, UcxHeader::kActiveMessageId, &header, sizeof(header), payload,
                                   length, &param);
   if (UCS_PTR_IS_ERR(request)) {
@@ -233,10 +234,9 @@ void UcxChannel::on_endpoint_error(void* arg, ucp_ep_h endpoint, ucs_status_t st
 // An op is not erased while UCX holds its request, so the InFlight each callback named is
 // still there.
 void UcxChannel::finish_requests() {
-  std::vector<InFlight*> done;
   while (!finished_.empty()) {
-    done.swap(finished_);
-    for (InFlight* f : done) {
+    finishing_.swap(finished_);
+    for (InFlight* f : finishing_) {
       ucp_request_free(f->request);
       f->request = nullptr;
       const uint32_t id = f->id;
@@ -267,12 +267,13 @@ void UcxChannel::finish_requests() {
           const Status status = !r.cut.ok()     ? r.cut
                                 : ucs != UCS_OK ? ucx_failure(r.peer, "receive from", ucs)
                                                 : receive_status(r.peer, r.offered, r.capacity);
-          end_rendezvous_recv(id, status, status.ok() ? f->bytes : 0);
+          const bool landed = status.ok() || status.code() == Code::truncated;
+          end_rendezvous_recv(id, status, landed ? f->bytes : 0);
           break;
         }
       }
     }
-    done.clear();
+    finishing_.clear();
   }
 }
 
@@ -341,42 +342,56 @@ void UcxChannel::wait_out(const std::vector<std::pair<InFlight::Of, uint32_t>>& 
     }
   }
   if (moving()) {
-    IBCOLL_LOG(warn,
+    IBCOLL_LOG(error,
                "UCX: a withdrawn message's data was still moving after its endpoint was "
                "closed by force; its buffer may yet be touched");
   }
 }
 
 void UcxChannel::check_liveness(Clock::time_point now) {
-  peers_.for_each([](int, Peer& p) { p.waited_on = false; });
-  auto mark = [&](int peer) {
-    if (Peer* p = peers_.find(peer)) p->waited_on = true;
+  peers_.for_each([](int, Peer& p) { p.waited_on = p.busy = false; });
+  auto mark = [&](int peer, bool Peer::*what) {
+    if (Peer* p = peers_.find(peer)) p->*what = true;
   };
-  for (const auto& [id, r] : rendezvous_)
-    if (!r.request) mark(r.peer);  // its data has not begun
-  for (const auto& [id, op] : sends_)
-    if (op.asked) mark(op.peer);  // no answer yet
+  for (const auto& [id, r] : rendezvous_)  // its data begun, or not yet
+    mark(r.peer, r.request ? &Peer::busy : &Peer::waited_on);
+  for (const auto& [id, op] : sends_) {
+    if (op.request) mark(op.peer, &Peer::busy);
+    if (op.asked) mark(op.peer, &Peer::waited_on);  // no answer yet
+  }
   probed_.clear();
   std::vector<std::pair<int, Status>> silent;
   peers_.for_each([&](int peer, Peer& p) {
     if (p.heard || p.last_heard == Clock::time_point{}) {
       p.heard = false;
       p.last_heard = now;
+      if (p.flush) p.last_probe = now;  // it lives: the flush waits behind traffic
+    }
+    // What we sent lately, or data of ours moving with the peer: a flush waits behind it (UCX
+    // completes an eager send before the peer acknowledges it; seconds on a slow link), so a
+    // slow flush is given twice as long.
+    if (p.sent || p.busy) {
+      p.sent = false;
+      p.last_sent = now;
     }
     if (p.flush && ucp_request_check_status(p.flush) != UCS_INPROGRESS) {
       ucp_request_free(p.flush);
       p.flush = nullptr;
     }
+    // Not a peer this rank has no endpoint to (it only received): a new endpoint's wire-up
+    // needs the peer's process, which may be computing. Its death shows in its senders'.
     if (p.failed || !p.endpoint) return;
-    if (p.flush && now - p.last_probe >= 4 * options_.keepalive) {
+    // Eight intervals where our own traffic with the peer may hold the flush up, four else.
+    const int intervals = now - p.last_sent < 4 * options_.keepalive ? 8 : 4;
+    if (p.flush && now - p.last_probe >= intervals * options_.keepalive) {
+      const auto silent_for =
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - p.last_probe);
       silent.emplace_back(
           peer,
           Status(Code::peer_failed,
                  "UCX: peer " + std::to_string(peer) + "'s connection acknowledged nothing for " +
-                     std::to_string(
-                         std::chrono::duration_cast<std::chrono::milliseconds>(now - p.last_probe)
-                             .count()) +
-                     " ms (4 IBCOLL_KEEPALIVE intervals)"));
+                     std::to_string(silent_for.count()) + " ms (" + std::to_string(intervals) +
+                     " IBCOLL_KEEPALIVE intervals)"));
       return;
     }
     if (!p.waited_on && matches_.posted_count(peer) == 0) return;

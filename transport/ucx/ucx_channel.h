@@ -91,14 +91,16 @@ class UcxChannel final : public Channel {
     const std::byte* data;
     size_t length;
     Completion done;
-    UcxHeader header{};  // lives while UCX sends it (1.13 cannot copy it)
-    PooledBytes bounce;  // eager: the payload's copy
+    UcxHeader header{};       // lives while UCX sends it (1.13 cannot copy it)
+    UcxHeader data_header{};  // rendezvous: the data's, once answered
+    PooledBytes bounce;       // eager: the payload's copy
     InFlight in_flight{};
-    void* request = nullptr;  // the UCX request now in flight (the eager message or the data)
-    bool asked = false;       // rendezvous: its request went, no answer yet
-    bool answered = false;    // rendezvous: answered, its data not yet posted
-    bool withdrawn = false;   // ends unseen once UCX is done with it
-    Status cut{};             // how it ends once UCX is done with it (receiver withdrew, failed)
+    void* request = nullptr;   // the UCX request now in flight (the eager message or the data)
+    bool asked = false;        // rendezvous: its request went, no answer yet
+    bool answered = false;     // rendezvous: answered, its data not yet posted
+    bool data_posted = false;  // rendezvous: its data is UCX's (the request in flight, if any)
+    bool withdrawn = false;    // ends unseen once UCX is done with it
+    Status cut{};              // how it ends once UCX is done with it (receiver withdrew, failed)
   };
   struct PostedRecv {
     std::byte* buffer;
@@ -134,10 +136,13 @@ class UcxChannel final : public Channel {
     bool gone = false;       // failed by UCX (not by us): the observer hears of it
     bool heard = false;      // a message came since the last liveness check
     bool waited_on = false;  // the liveness check's mark: an operation waits for the peer
-    Clock::time_point last_heard{}, last_probe{};
+    bool busy = false;       // and another: a UCX request of ours with the peer is in flight
+    bool sent = false;       // a message went to the peer since the last liveness check
+    Clock::time_point last_heard{}, last_probe{}, last_sent{};
     // The flush after the last probe: done once the peer's side of the connection acknowledged
     // it (rc: its adapter's ack; no process needs to answer, so a peer that computes is not
-    // taken for dead). Not done within four keepalive intervals: the peer failed.
+    // taken for dead). Not done within four keepalive intervals (eight while our own traffic
+    // with the peer may hold it up): the peer failed.
     void* flush = nullptr;
     Status failure;
   };
@@ -207,7 +212,8 @@ class UcxChannel final : public Channel {
   MatchTable<PostedRecv, Arrival> matches_;
   WithdrawnTags withdrawn_tags_;
   PeerMap<Peer> peers_;
-  std::vector<InFlight*> finished_;  // requests UCX completed, from its callbacks
+  std::vector<InFlight*> finished_;   // requests UCX completed, from its callbacks
+  std::vector<InFlight*> finishing_;  // finish_requests' batch
   std::vector<std::pair<int, Status>> reported_failures_;  // endpoint errors, from callbacks
   struct HeardGone {
     int teller;

@@ -69,9 +69,12 @@ ucs_status_t UcxChannel::on_message(void* arg, const void* header, size_t header
       static_cast<int>(parsed->source) == self->rank_) {
     IBCOLL_LOG(warn, "UCX: dropped an active message that is not ibcoll's (" << header_length
                                                                              << "-byte header)");
-    return UCS_ERR_INVALID_PARAM;
+    return param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV ? UCS_ERR_INVALID_PARAM : UCS_OK;
   }
-  return self->receive(*parsed, data, length, *param);
+  const ucs_status_t status = self->receive(*parsed, data, length, *param);
+  // UCX 1.13 asserts that only a rendezvous is refused (an error fails its sender's send): a
+  // message dropped otherwise is dropped with UCS_OK.
+  return param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV ? status : UCS_OK;
 }
 
 ucs_status_t UcxChannel::receive(const UcxHeader& header, void* data, size_t length,
@@ -170,18 +173,21 @@ void UcxChannel::on_answer(int peer, const UcxHeader& header) {
     end_send(header.id, withdrawn(peer, "receiver"));
     return;
   }
-  op.header.type = UcxHeader::Type::data;
-  op.header.id = header.reply_id;
-  op.header.length = std::min<uint64_t>(header.length, op.length);
+  // A header of its own: UCX may still hold the request's until that send completes.
+  op.data_header = op.header;
+  op.data_header.type = UcxHeader::Type::data;
+  op.data_header.id = header.reply_id;
+  op.data_header.length = std::min<uint64_t>(header.length, op.length);
   op.answered = true;
   if (!op.request) post_data(op);  // else once UCX is done with the request's header
 }
 
 void UcxChannel::post_data(SendOp& op) {
   op.answered = false;
+  op.data_posted = true;
   ++counters_.rendezvous_sent;
-  void* request = send_message(op.peer, op.header, op.in_flight, op.data,
-                               static_cast<size_t>(op.header.length), true);
+  void* request = send_message(op.peer, op.data_header, op.in_flight, op.data,
+                               static_cast<size_t>(op.data_header.length), true);
   if (UCS_PTR_IS_ERR(request)) return;  // fails with its peer
   if (!request) {
     end_send(op.in_flight.id, {});

@@ -41,7 +41,7 @@ void UcxChannel::cancel(uint64_t first, uint64_t last) {
     if (!in_range(op.tag) || op.withdrawn) continue;
     op.done = {};
     op.withdrawn = true;
-    const bool data_moving = op.request && op.header.type == UcxHeader::Type::data;
+    const bool data_moving = op.request && op.data_posted;
     if (data_moving) {
       moving.emplace_back(InFlight::Of::send, id);
     } else if (op.asked || op.answered) {  // its data never goes; the receiver hears so
