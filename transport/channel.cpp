@@ -47,4 +47,10 @@ Status Channel::receive_status(int peer, uint64_t message_bytes, size_t capacity
                                      std::to_string(capacity));
 }
 
+Status Channel::withdrawn(int peer, const char* who) {
+  return Status(Code::peer_failed, "peer " + std::to_string(peer) + "'s " + who +
+                                       " gave the message up before it was delivered (its call "
+                                       "ended)");
+}
+
 }  // namespace ibcoll::transport

@@ -67,6 +67,12 @@ class Channel : public Poller {
   void observe(Observer* observer) { observer_ = observer; }
   // Tells every peer this channel reaches now that job rank `job_rank` is gone (`code` why).
   virtual void tell_peers_gone(uint32_t job_rank, Code code) = 0;
+  // `peer` is gone by another's word (a peer saw it fail): a channel that would otherwise wait
+  // on it (a flush at teardown) gives it up now.
+  virtual void peer_gone_elsewhere(int peer, const Status& why) {
+    (void)peer;
+    (void)why;
+  }
 
  protected:
   // send and recv once their arguments are checked.
@@ -88,6 +94,8 @@ class Channel : public Poller {
   void check_recv(int peer, const void* buffer, size_t capacity, const Completion& done) const;
   // The status of a receive of `message_bytes` into `capacity`: ok, or truncated.
   static Status receive_status(int peer, uint64_t message_bytes, size_t capacity);
+  // The status of an operation whose message `peer`'s `who` ("sender", "receiver") withdrew.
+  static Status withdrawn(int peer, const char* who);
   // Throws Error(invalid_argument) for a peer outside the channel or this process, naming `call`.
   void check_peer(int peer, const char* call) const;
 

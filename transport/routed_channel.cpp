@@ -86,6 +86,8 @@ int RoutedChannel::poll() {
   while (!to_tell_.empty()) {
     const auto [rank, code] = to_tell_.back();
     to_tell_.pop_back();
+    if (const Route& route = routes_[rank]; route.channel)
+      route.channel->peer_gone_elsewhere(route.peer, gone_.at(static_cast<int>(rank)));
     tell_peers_gone(rank, code);
   }
   return events;

@@ -10,6 +10,11 @@
 namespace ibcoll::transport::ucx {
 namespace {
 
+// A flush to a silent peer not done within so many keepalive intervals fails the peer; twice
+// as many where our own traffic with it may hold the flush up.
+constexpr int kProbeIntervals = 4;
+constexpr int kBusyPeerProbeIntervals = 2 * kProbeIntervals;
+
 Status ucx_failure(int peer, const char* what, ucs_status_t status) {
   return Status(Code::peer_failed, std::string("UCX ") + what + " peer " + std::to_string(peer) +
                                        ": " + ucs_status_string(status));
@@ -36,11 +41,14 @@ UcxChannel::UcxChannel(int rank, int size, const Options& options)
 
 UcxChannel::~UcxChannel() {
   // Endpoints close with a flush (a failed one by force), and what they still carry completes
-  // meanwhile, within the liveness limit. What is left goes with the worker, which is destroyed
-  // first of the members (declared last), while the records its callbacks name still exist.
+  // meanwhile. A flush unanswered for as long as the probe allows a silent peer means a peer
+  // dead unnoticed (the job may be ending without a barrier), so that bounds the wait too. What
+  // is left goes with the worker, which is destroyed first of the members (declared last), while
+  // the records its callbacks name still exist.
   closing_down_ = true;  // nothing new is sent, no endpoint made
   peers_.for_each([&](int, Peer& p) { close_endpoint(p, p.failed || p.gone); });
-  const Deadline deadline(options_.liveness);
+  const Deadline deadline(
+      std::min(options_.liveness, kBusyPeerProbeIntervals * options_.keepalive));
   auto closed = [&] {
     std::erase_if(closing_, [](void* request) {
       if (ucp_request_check_status(request) == UCS_INPROGRESS) return false;
@@ -381,8 +389,9 @@ void UcxChannel::check_liveness(Clock::time_point now) {
     // Not a peer this rank has no endpoint to (it only received): a new endpoint's wire-up
     // needs the peer's process, which may be computing. Its death shows in its senders'.
     if (p.failed || !p.endpoint) return;
-    // Eight intervals where our own traffic with the peer may hold the flush up, four else.
-    const int intervals = now - p.last_sent < 4 * options_.keepalive ? 8 : 4;
+    const int intervals = now - p.last_sent < kProbeIntervals * options_.keepalive
+                              ? kBusyPeerProbeIntervals
+                              : kProbeIntervals;
     if (p.flush && now - p.last_probe >= intervals * options_.keepalive) {
       const auto silent_for =
           std::chrono::duration_cast<std::chrono::milliseconds>(now - p.last_probe);

@@ -31,6 +31,7 @@
 #include "transport/message_pool.h"
 #include "transport/peer_map.h"
 #include "transport/pooled_bytes.h"
+#include "transport/posted_recv.h"
 #include "transport/ucx/options.h"
 #include "transport/ucx/ucx_handles.h"
 #include "transport/ucx/ucx_header.h"
@@ -66,6 +67,7 @@ class UcxChannel final : public Channel {
     return p && p->failed ? &p->failure : nullptr;
   }
   void tell_peers_gone(uint32_t job_rank, Code code) override;
+  void peer_gone_elsewhere(int peer, const Status& why) override { fail_peer(peer, why, false); }
   int poll() override;
   int arm_event_fd() override;
 
@@ -101,11 +103,6 @@ class UcxChannel final : public Channel {
     bool data_posted = false;  // rendezvous: its data is UCX's (the request in flight, if any)
     bool withdrawn = false;    // ends unseen once UCX is done with it
     Status cut{};              // how it ends once UCX is done with it (receiver withdrew, failed)
-  };
-  struct PostedRecv {
-    std::byte* buffer;
-    size_t capacity;
-    Completion done;
   };
   struct Arrival {
     UcxHeader::Type type;

@@ -8,16 +8,6 @@
 #include "transport/ucx/ucx_channel.h"
 
 namespace ibcoll::transport::ucx {
-namespace {
-
-Status withdrawn(int peer, const char* who) {
-  return Status(Code::peer_failed, "peer " + std::to_string(peer) + "'s " + who +
-                                       " gave the message up before it was delivered (its call "
-                                       "ended)");
-}
-
-}  // namespace
-
 void UcxChannel::post_recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) {
   Peer& p = peer_entry(peer);
   if (p.failed) {

@@ -32,6 +32,7 @@
 #include "transport/message_pool.h"
 #include "transport/peer_map.h"
 #include "transport/pooled_bytes.h"
+#include "transport/posted_recv.h"
 #include "transport/verbs/completion_queue.h"
 #include "transport/verbs/connection_manager.h"
 #include "transport/verbs/credit_ledger.h"
@@ -143,11 +144,6 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     Status cut{};  // the receiver withdrew: no more chunks, and it ends so once none is in flight
   };
   using Sends = std::pmr::unordered_map<uint32_t, SendOp>;
-  struct PostedRecv {
-    std::byte* buffer;
-    size_t capacity;
-    Completion done;
-  };
   struct Arrival {
     wire::Type type;
     PooledBytes payload;     // eager
@@ -271,7 +267,6 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void withdraw_sends(uint64_t first, uint64_t last);
   void on_send_withdrawn(int peer, uint64_t tag, uint32_t send_id);
   void on_receive_withdrawn(int peer, uint32_t send_id);
-  static Status withdrawn(int peer, const char* who);
 
   void pump(int peer);
   // Work on `queue` completed: room on it for `peer`, and for the peers sharing it (XRC).

@@ -18,12 +18,6 @@ bool in_range(uint64_t tag, uint64_t first, uint64_t last) {
 
 }  // namespace
 
-Status VerbsChannel::withdrawn(int peer, const char* who) {
-  return Status(Code::peer_failed, "peer " + std::to_string(peer) + "'s " + who +
-                                       " gave the message up before it was delivered (its call "
-                                       "ended)");
-}
-
 // Both halves mark and erase first and pump the peers they touched after: pumping may post
 // (and erase) other operations of these maps, or answer a receive this loop is about to
 // withdraw.
