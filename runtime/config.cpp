@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/status.h"
+#include "collectives/registry.h"
 #include "transport/shm/slot_region.h"
 #include "transport/wire.h"
 
@@ -113,6 +114,18 @@ void warn_about_unknown_variables() {
       known |= name == v.name;
     if (!known) IBCOLL_LOG(warn, "unknown variable " << name << " (see ibcoll_info)");
   }
+}
+
+// An IBCOLL_*_ALGO value: "auto" or the name of one of `collective`'s algorithms.
+std::string parse_algorithm(const char* name, collectives::Collective collective,
+                            const std::string& text) {
+  if (text == "auto") return text;
+  try {
+    collectives::find_algorithm(collective, text);
+  } catch (const Error& e) {
+    throw Error(Code::invalid_argument, std::string(name) + ": " + e.status().message());
+  }
+  return text;
 }
 
 }  // namespace
@@ -296,8 +309,10 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   }
   c.topology = get("IBCOLL_TOPOLOGY");
   c.transport = parse_transport_mode(get("IBCOLL_TRANSPORT"));
-  c.policy.allreduce_algorithm = get("IBCOLL_ALLREDUCE_ALGO");
-  c.policy.bcast_algorithm = get("IBCOLL_BCAST_ALGO");
+  c.policy.allreduce_algorithm = parse_algorithm(
+      "IBCOLL_ALLREDUCE_ALGO", collectives::Collective::allreduce, get("IBCOLL_ALLREDUCE_ALGO"));
+  c.policy.bcast_algorithm = parse_algorithm("IBCOLL_BCAST_ALGO", collectives::Collective::bcast,
+                                             get("IBCOLL_BCAST_ALGO"));
   c.policy.check_calls = parse_bool("IBCOLL_CHECK_CALLS", get("IBCOLL_CHECK_CALLS"));
   c.policy.full_check_every = static_cast<int>(
       parse_integer("IBCOLL_FULL_CHECK_EVERY", get("IBCOLL_FULL_CHECK_EVERY"), 1, 1024));

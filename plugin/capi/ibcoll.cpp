@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 
+#include "plugin/capi/live_handles.h"
 #include "runtime/bootstrap/callback_bootstrap.h"
 #include "runtime/context.h"
 
@@ -103,6 +104,32 @@ void require(const T* pointer, const char* name) {
   if (!pointer) invalid(std::string(name) + ": null");
 }
 
+// Handles are checked against those that exist, so a stale or foreign pointer is not followed.
+LiveHandles<ibcoll_context> live_contexts;
+LiveHandles<ibcoll_comm> live_comms;
+LiveHandles<ibcoll_request> live_requests;
+
+// `handle`, if it is a live one of its kind; else an error naming the argument `name`.
+template <typename Handle>
+Handle* require_live(Handle* handle, const LiveHandles<Handle>& live, const char* name,
+                     const char* kind) {
+  require(handle, name);
+  if (!live.contains(handle)) {
+    invalid(std::string(name) + ": not a live " + kind +
+            " (freed, finalized, or never made by ibcoll)");
+  }
+  return handle;
+}
+ibcoll_context* live(ibcoll_context_t context, const char* name = "context") {
+  return require_live(context, live_contexts, name, "ibcoll_context_t");
+}
+ibcoll_comm* live(ibcoll_comm_t comm, const char* name = "comm") {
+  return require_live(comm, live_comms, name, "ibcoll_comm_t");
+}
+ibcoll_request* live(ibcoll_request_t request, const char* name = "request") {
+  return require_live(request, live_requests, name, "ibcoll_request_t");
+}
+
 DataType data_type(ibcoll_datatype_t type) {
   const int value = type;
   if (value < 0 || value >= ibcoll::collectives::kDataTypeCount) {
@@ -144,6 +171,7 @@ ibcoll_comm* adopt(ibcoll_context* owner, std::unique_ptr<Communicator> communic
     throw;
   }
   ++owner->open_comms;
+  live_comms.add(handle);
   return handle;
 }
 
@@ -153,12 +181,22 @@ Status start(ibcoll_comm_t comm, Collective collective, const CollectiveArgs& ar
   auto running = comm->owner->context->start(*comm->communicator, collective, args);
   *request = new ibcoll_request{comm->owner, std::move(running)};
   ++comm->owner->open_requests;
+  live_requests.add(*request);
   return {};
 }
 
 // Runs a call to its end.
 Status run(ibcoll_comm_t comm, Collective collective, const CollectiveArgs& args) {
   return comm->owner->context->run(*comm->communicator, collective, args);
+}
+
+// A context made: its world made and both registered as live.
+ibcoll_context* publish(std::unique_ptr<ibcoll_context> created) {
+  created->world = std::make_unique<ibcoll_comm>(
+      ibcoll_comm{created.get(), &created->context->world(), nullptr});
+  live_comms.add(created->world.get());
+  live_contexts.add(created.get());
+  return created.release();
 }
 
 }  // namespace
@@ -198,9 +236,7 @@ ibcoll_status_t ibcoll_init(ibcoll_context_t* context) {
     require(context, "context");
     auto created = std::make_unique<ibcoll_context>();
     created->context = std::make_unique<ibcoll::runtime::Context>();
-    created->world = std::make_unique<ibcoll_comm>(
-        ibcoll_comm{created.get(), &created->context->world(), nullptr});
-    *context = created.release();
+    *context = publish(std::move(created));
     return Status();
   });
 }
@@ -218,20 +254,20 @@ ibcoll_status_t ibcoll_init_with(const ibcoll_bootstrap_t* bootstrap, ibcoll_con
     created->context = std::make_unique<ibcoll::runtime::Context>(
         std::make_unique<ibcoll::runtime::CallbackBootstrap>(bootstrap->rank, bootstrap->size,
                                                              allgather));
-    created->world = std::make_unique<ibcoll_comm>(
-        ibcoll_comm{created.get(), &created->context->world(), nullptr});
-    *context = created.release();
+    *context = publish(std::move(created));
     return Status();
   });
 }
 
 ibcoll_status_t ibcoll_finalize(ibcoll_context_t context) {
   return guarded([&] {
-    require(context, "context");
+    live(context);
     if (context->open_comms || context->open_requests) {
       invalid("context: " + std::to_string(context->open_comms) + " communicators and " +
               std::to_string(context->open_requests) + " requests are still open");
     }
+    live_contexts.remove(context);
+    live_comms.remove(context->world.get());
     delete context;
     return Status();
   });
@@ -240,7 +276,7 @@ ibcoll_status_t ibcoll_finalize(ibcoll_context_t context) {
 ibcoll_status_t ibcoll_set_external_progress(ibcoll_context_t context, int (*poll)(void* state),
                                              void* state) {
   return guarded([&] {
-    require(context, "context");
+    live(context);
     context->context->poll_also(poll ? std::function<int()>([poll, state] { return poll(state); })
                                      : std::function<int()>());
     return Status();
@@ -249,7 +285,7 @@ ibcoll_status_t ibcoll_set_external_progress(ibcoll_context_t context, int (*pol
 
 ibcoll_status_t ibcoll_progress(ibcoll_context_t context) {
   return guarded([&] {
-    require(context, "context");
+    live(context);
     context->context->progress();
     return Status();
   });
@@ -257,7 +293,7 @@ ibcoll_status_t ibcoll_progress(ibcoll_context_t context) {
 
 ibcoll_status_t ibcoll_comm_world(ibcoll_context_t context, ibcoll_comm_t* comm) {
   return guarded([&] {
-    require(context, "context");
+    live(context);
     require(comm, "comm");
     *comm = context->world.get();
     return Status();
@@ -266,7 +302,7 @@ ibcoll_status_t ibcoll_comm_world(ibcoll_context_t context, ibcoll_comm_t* comm)
 
 ibcoll_status_t ibcoll_comm_rank(ibcoll_comm_t comm, int* rank) {
   return guarded([&] {
-    require(comm, "comm");
+    live(comm);
     require(rank, "rank");
     *rank = comm->communicator->rank();
     return Status();
@@ -275,7 +311,7 @@ ibcoll_status_t ibcoll_comm_rank(ibcoll_comm_t comm, int* rank) {
 
 ibcoll_status_t ibcoll_comm_size(ibcoll_comm_t comm, int* size) {
   return guarded([&] {
-    require(comm, "comm");
+    live(comm);
     require(size, "size");
     *size = comm->communicator->size();
     return Status();
@@ -284,7 +320,7 @@ ibcoll_status_t ibcoll_comm_size(ibcoll_comm_t comm, int* size) {
 
 ibcoll_status_t ibcoll_comm_split(ibcoll_comm_t parent, int color, int key, ibcoll_comm_t* comm) {
   return guarded([&] {
-    require(parent, "parent");
+    live(parent, "parent");
     require(comm, "comm");
     if (color < 0 && color != IBCOLL_UNDEFINED) {
       invalid("color: " + std::to_string(color) + " is negative and not IBCOLL_UNDEFINED");
@@ -298,7 +334,7 @@ ibcoll_status_t ibcoll_comm_split(ibcoll_comm_t parent, int color, int key, ibco
 ibcoll_status_t ibcoll_comm_create(ibcoll_comm_t parent, const int* ranks, int count,
                                    ibcoll_comm_t* comm) {
   return guarded([&] {
-    require(parent, "parent");
+    live(parent, "parent");
     require(comm, "comm");
     if (count < 0) invalid("count: " + std::to_string(count) + " is negative");
     if (count > 0) require(ranks, "ranks");
@@ -311,7 +347,7 @@ ibcoll_status_t ibcoll_comm_create(ibcoll_comm_t parent, const int* ranks, int c
 
 ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id) {
   return guarded([&] {
-    require(context, "context");
+    live(context);
     require(id, "id");
     *id = context->context->ids().next();
     return Status();
@@ -320,7 +356,7 @@ ibcoll_status_t ibcoll_comm_next_id(ibcoll_context_t context, unsigned* id) {
 
 ibcoll_status_t ibcoll_comm_id_free(ibcoll_context_t context, unsigned id, int* is_free) {
   return guarded([&] {
-    require(context, "context");
+    live(context);
     require(is_free, "is_free");
     *is_free = context->context->ids().free(id);
     return Status();
@@ -329,7 +365,7 @@ ibcoll_status_t ibcoll_comm_id_free(ibcoll_context_t context, unsigned id, int* 
 
 ibcoll_status_t ibcoll_comm_stamp(ibcoll_context_t context, uint64_t seen, uint64_t* stamp) {
   return guarded([&] {
-    require(context, "context");
+    live(context);
     require(stamp, "stamp");
     if (seen > 0) context->context->ids().see(seen);
     *stamp = context->context->ids().stamp();
@@ -340,7 +376,7 @@ ibcoll_status_t ibcoll_comm_stamp(ibcoll_context_t context, uint64_t seen, uint6
 ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* ranks, int count,
                                        unsigned id, uint64_t stamp, ibcoll_comm_t* comm) {
   return guarded([&] {
-    require(context, "context");
+    live(context);
     require(comm, "comm");
     if (count <= 0) invalid("count: " + std::to_string(count) + " is not positive");
     require(ranks, "ranks");
@@ -354,7 +390,7 @@ ibcoll_status_t ibcoll_comm_from_ranks(ibcoll_context_t context, const int* rank
 ibcoll_status_t ibcoll_comm_like(ibcoll_comm_t like, unsigned id, uint64_t stamp,
                                  ibcoll_comm_t* comm) {
   return guarded([&] {
-    require(like, "like");
+    live(like, "like");
     require(comm, "comm");
     auto created = like->owner->context->like(*like->communicator, id, stamp);
     *comm = adopt(like->owner, std::move(created));
@@ -367,12 +403,13 @@ namespace {
 // ibcoll_comm_free and ibcoll_comm_abandon: the call it holds settled, its id free again.
 Status free_communicator(ibcoll_comm_t* comm, bool abandoned) {
   require(comm, "comm");
-  require(*comm, "*comm");
+  live(*comm, "*comm");
   if (!(*comm)->owned) invalid("comm: the world communicator belongs to its context");
   ibcoll::runtime::Context& context = *(*comm)->owner->context;
   Status last_call = context.settle(*(*comm)->communicator);
   context.release(*(*comm)->communicator, abandoned);
   --(*comm)->owner->open_comms;
+  live_comms.remove(*comm);
   delete *comm;
   *comm = nullptr;
   return last_call;
@@ -391,7 +428,7 @@ ibcoll_status_t ibcoll_comm_abandon(ibcoll_comm_t* comm) {
 ibcoll_status_t ibcoll_allreduce(const void* send, void* recv, size_t count, ibcoll_datatype_t type,
                                  ibcoll_op_t op, ibcoll_comm_t comm) {
   return guarded([&] {
-    require(comm, "comm");
+    live(comm);
     return run(comm, Collective::allreduce, allreduce_args(send, recv, count, type, op));
   });
 }
@@ -399,7 +436,7 @@ ibcoll_status_t ibcoll_allreduce(const void* send, void* recv, size_t count, ibc
 ibcoll_status_t ibcoll_bcast(void* buffer, size_t count, ibcoll_datatype_t type, int root,
                              ibcoll_comm_t comm) {
   return guarded([&] {
-    require(comm, "comm");
+    live(comm);
     return run(comm, Collective::bcast, bcast_args(buffer, count, type, root));
   });
 }
@@ -408,7 +445,7 @@ ibcoll_status_t ibcoll_iallreduce(const void* send, void* recv, size_t count,
                                   ibcoll_datatype_t type, ibcoll_op_t op, ibcoll_comm_t comm,
                                   ibcoll_request_t* request) {
   return guarded([&] {
-    require(comm, "comm");
+    live(comm);
     require(request, "request");
     return start(comm, Collective::allreduce, allreduce_args(send, recv, count, type, op), request);
   });
@@ -417,7 +454,7 @@ ibcoll_status_t ibcoll_iallreduce(const void* send, void* recv, size_t count,
 ibcoll_status_t ibcoll_ibcast(void* buffer, size_t count, ibcoll_datatype_t type, int root,
                               ibcoll_comm_t comm, ibcoll_request_t* request) {
   return guarded([&] {
-    require(comm, "comm");
+    live(comm);
     require(request, "request");
     return start(comm, Collective::bcast, bcast_args(buffer, count, type, root), request);
   });
@@ -425,7 +462,7 @@ ibcoll_status_t ibcoll_ibcast(void* buffer, size_t count, ibcoll_datatype_t type
 
 ibcoll_status_t ibcoll_test(ibcoll_request_t request, int* done) {
   return guarded([&] {
-    require(request, "request");
+    live(request);
     require(done, "done");
     request->owner->context->progress();
     *done = request->request->done();
@@ -435,7 +472,7 @@ ibcoll_status_t ibcoll_test(ibcoll_request_t request, int* done) {
 
 ibcoll_status_t ibcoll_wait(ibcoll_request_t request) {
   return guarded([&] {
-    require(request, "request");
+    live(request);
     return request->owner->context->wait(*request->request);
   });
 }
@@ -443,10 +480,10 @@ ibcoll_status_t ibcoll_wait(ibcoll_request_t request) {
 ibcoll_status_t ibcoll_request_free(ibcoll_request_t* request) {
   return guarded([&] {
     require(request, "request");
-    require(*request, "*request");
-    ibcoll_request* r = *request;
+    ibcoll_request* r = live(*request, "*request");
     Status outcome = r->request->done() ? Status() : r->owner->context->wait(*r->request);
     --r->owner->open_requests;
+    live_requests.remove(r);
     delete r;
     *request = nullptr;
     return outcome;
@@ -457,7 +494,7 @@ const char* ibcoll_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
                              ibcoll_datatype_t type) {
   const char* name = nullptr;
   const ibcoll_status_t status = guarded([&] {
-    require(comm, "comm");
+    live(comm);
     name = comm->communicator->choose(collective_of(collective), count, data_type(type)).name;
     return Status();
   });
@@ -467,7 +504,7 @@ const char* ibcoll_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
 const char* ibcoll_transport(ibcoll_comm_t comm, int rank) {
   const char* name = nullptr;
   const ibcoll_status_t status = guarded([&] {
-    require(comm, "comm");
+    live(comm);
     const int size = comm->communicator->size();
     if (rank < 0 || rank >= size) {
       invalid("rank: " + std::to_string(rank) + " is outside [0, " + std::to_string(size) + ")");
@@ -481,7 +518,7 @@ const char* ibcoll_transport(ibcoll_comm_t comm, int rank) {
 
 ibcoll_status_t ibcoll_get_counters(ibcoll_context_t context, ibcoll_counters_t* counters) {
   return guarded([&] {
-    require(context, "context");
+    live(context);
     require(counters, "counters");
     const ibcoll::runtime::Context::Counters c = context->context->counters();
     *counters = {c.verbs_connections,  c.verbs_sent.messages, c.verbs_sent.bytes,
@@ -495,7 +532,7 @@ ibcoll_status_t ibcoll_get_counters(ibcoll_context_t context, ibcoll_counters_t*
 const char* ibcoll_thresholds(ibcoll_context_t context) {
   const char* text = nullptr;
   const ibcoll_status_t status = guarded([&] {
-    require(context, "context");
+    live(context);
     text = context->context->thresholds().c_str();
     return Status();
   });
@@ -504,7 +541,7 @@ const char* ibcoll_thresholds(ibcoll_context_t context) {
 
 ibcoll_status_t ibcoll_ring_order(ibcoll_comm_t comm, int* order) {
   return guarded([&] {
-    require(comm, "comm");
+    live(comm);
     require(order, "order");
     const std::vector<int> ring = comm->communicator->ring_order();
     std::copy(ring.begin(), ring.end(), order);
