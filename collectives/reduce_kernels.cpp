@@ -1,6 +1,7 @@
 #include "collectives/reduce_kernels.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -48,9 +49,31 @@ T pick_max(T a, T b) {
   return a < b ? b : a;
 }
 
+// Buffers need not be aligned to their element type (MPI takes any address): elements of one
+// that is not are read and written through memcpy, which is defined at any address.
+template <typename T>
+bool aligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % alignof(T) == 0;
+}
+template <typename T>
+T load(const void* base, size_t i) {
+  T value;
+  std::memcpy(&value, static_cast<const std::byte*>(base) + i * sizeof(T), sizeof(T));
+  return value;
+}
+template <typename T>
+void store(void* base, size_t i, T value) {
+  std::memcpy(static_cast<std::byte*>(base) + i * sizeof(T), &value, sizeof(T));
+}
+
 // accumulator[i] = f(accumulator[i], operand[i]).
 template <typename T, typename F>
 void apply(void* accumulator, const void* operand, size_t count, F f) {
+  if (!aligned<T>(accumulator) || !aligned<T>(operand)) {
+    for (size_t i = 0; i < count; ++i)
+      store<T>(accumulator, i, f(load<T>(accumulator, i), load<T>(operand, i)));
+    return;
+  }
   T* __restrict acc = static_cast<T*>(accumulator);
   const T* __restrict in = static_cast<const T*>(operand);
   for (size_t i = 0; i < count; ++i)
@@ -60,6 +83,11 @@ void apply(void* accumulator, const void* operand, size_t count, F f) {
 // out[i] = f(a[i], b[i]), out apart from both.
 template <typename T, typename F>
 void apply(void* out, const void* a, const void* b, size_t count, F f) {
+  if (!aligned<T>(out) || !aligned<T>(a) || !aligned<T>(b)) {
+    for (size_t i = 0; i < count; ++i)
+      store<T>(out, i, f(load<T>(a, i), load<T>(b, i)));
+    return;
+  }
   T* __restrict result = static_cast<T*>(out);
   const T* __restrict x = static_cast<const T*>(a);
   const T* __restrict y = static_cast<const T*>(b);

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -40,15 +41,20 @@ int refuse_all(const std::vector<BadInput>& cases) {
   return static_cast<int>(cases.size());
 }
 
-// Entries of a directory (open descriptors, shared-memory files): a refused init leaves none.
-int entries(const char* directory) {
+// The entries of `directory` whose names start with `prefix` (this process's descriptors,
+// ibcoll's shared-memory files): a refused init leaves none.
+std::vector<std::string> entries(const char* directory, const std::string& prefix = "") {
+  std::vector<std::string> names;
   DIR* dir = opendir(directory);
-  if (!dir) return -1;
-  int count = 0;
-  while (readdir(dir))
-    ++count;
+  if (!dir) return names;
+  const std::string own = std::to_string(dirfd(dir));  // the descriptor opendir holds
+  while (const dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.starts_with(prefix) && name != own) names.push_back(name);
+  }
   closedir(dir);
-  return count - 1;  // the descriptor opendir holds
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 constexpr int kLeastCases = 40;
@@ -220,16 +226,20 @@ TEST(BadInputCensus, EveryBadCallIsRefusedNamingItsArgumentAndChangesNothing) {
                    IBCOLL_SUCCESS,
                ibcoll_last_error());
     RANK_CHECK(ints == std::vector<int32_t>(8, 3 * n), "the allreduce after the refusals");
-    // A misaligned buffer is not bad input (MPI takes any address): it is reduced right.
-    std::vector<std::byte> bytes(8 * sizeof(double) + 1);
-    const std::vector<double> ones(8, 1.0);
-    std::memcpy(bytes.data() + 1, ones.data(), 8 * sizeof(double));
-    RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, bytes.data() + 1, 8, IBCOLL_FLOAT64, IBCOLL_SUM,
-                                w) == IBCOLL_SUCCESS,
-               ibcoll_last_error());
-    std::vector<double> summed(8);
-    std::memcpy(summed.data(), bytes.data() + 1, 8 * sizeof(double));
-    RANK_CHECK(summed == std::vector<double>(8, static_cast<double>(n)), "a misaligned buffer");
+    // A misaligned buffer is not bad input (MPI takes any address): it is reduced right, small
+    // (slots) and large (messages).
+    for (const size_t count : {size_t{8}, size_t{100000}}) {
+      std::vector<std::byte> bytes(count * sizeof(double) + 1);
+      const std::vector<double> ones(count, 1.0);
+      std::memcpy(bytes.data() + 1, ones.data(), count * sizeof(double));
+      RANK_CHECK(ibcoll_allreduce(IBCOLL_IN_PLACE, bytes.data() + 1, count, IBCOLL_FLOAT64,
+                                  IBCOLL_SUM, w) == IBCOLL_SUCCESS,
+                 ibcoll_last_error());
+      std::vector<double> summed(count);
+      std::memcpy(summed.data(), bytes.data() + 1, count * sizeof(double));
+      RANK_CHECK(summed == std::vector<double>(count, static_cast<double>(n)),
+                 "a misaligned buffer of " + std::to_string(count) + " doubles");
+    }
     const int total = refused + 3;
     std::printf("bad input census: %d calls refused\n", total);
     RANK_CHECK(total >= kLeastCases, std::to_string(total) + " cases, fewer than the census wants");
@@ -266,21 +276,41 @@ TEST(BadInputCensus, EveryMalformedVariableFailsInitNamingItAndLeavesNothing) {
     int refused = 0;
     for (const auto& [name, value] : variables) {
       const std::string what = std::string(name) + "=" + value;
-      const int fds = entries("/proc/self/fd"), shm = entries("/dev/shm");
+      const auto fds = entries("/proc/self/fd"), shm = entries("/dev/shm", "ibcoll-");
+      const char* was = std::getenv(name);
+      const std::string before = was ? was : "";
       setenv(name, value, 1);
       ibcoll_context_t context = nullptr;
       const ibcoll_status_t status = ibcoll_init(&context);
-      unsetenv(name);
+      if (was) {
+        setenv(name, before.c_str(), 1);
+      } else {
+        unsetenv(name);
+      }
       RANK_CHECK(status == IBCOLL_ERR_INVALID_ARGUMENT && !context,
                  what + ": " + ibcoll_status_name(status) + " (" + ibcoll_last_error() + ")");
       RANK_CHECK(std::string(ibcoll_last_error()).find(name) != std::string::npos,
                  what + ": the message does not name the variable: " + ibcoll_last_error());
-      RANK_CHECK(entries("/proc/self/fd") == fds && entries("/dev/shm") == shm,
+      RANK_CHECK(entries("/proc/self/fd") == fds && entries("/dev/shm", "ibcoll-") == shm,
                  what + ": a refused init left a descriptor or a shared-memory file");
       ++refused;
     }
-    CapiRank works;  // nothing half-made stands in the way
-    std::printf("bad input census: %d malformed variables refused\n", refused);
+    // Nothing half-made stands in the way: init works; and once finalized, the context is
+    // refused, finalized again or asked for its world.
+    ibcoll_context_t context = nullptr;
+    RANK_CHECK(ibcoll_init(&context) == IBCOLL_SUCCESS, ibcoll_last_error());
+    RANK_CHECK(ibcoll_finalize(context) == IBCOLL_SUCCESS, ibcoll_last_error());
+    ibcoll_comm_t world = nullptr;
+    RANK_CHECK(
+        ibcoll_finalize(context) == IBCOLL_ERR_INVALID_ARGUMENT &&
+            std::string(ibcoll_last_error()).find("context: not a live") != std::string::npos,
+        std::string("finalized twice: ") + ibcoll_last_error());
+    RANK_CHECK(ibcoll_comm_world(context, &world) == IBCOLL_ERR_INVALID_ARGUMENT && !world,
+               std::string("the world of a finalized context: ") + ibcoll_last_error());
+    std::printf(
+        "bad input census: %d malformed variables and 2 uses of a finalized context "
+        "refused\n",
+        refused);
     return 0;
   }));
 }
