@@ -119,7 +119,7 @@ void warn_about_unknown_variables() {
 // An IBCOLL_*_ALGO value: "auto" or the name of one of `collective`'s algorithms.
 std::string parse_algorithm(const char* name, collectives::Collective collective,
                             const std::string& text) {
-  if (text == "auto") return text;
+  if (text.empty() || text == "auto") return text;
   try {
     collectives::find_algorithm(collective, text);
   } catch (const Error& e) {

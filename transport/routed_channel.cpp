@@ -39,9 +39,13 @@ void RoutedChannel::peer_gone(const Channel& from, int peer, const Status& why) 
 
 void RoutedChannel::heard_gone(const Channel& from, int teller, uint32_t job_rank, Code code) {
   if (job_rank >= routes_.size() || static_cast<int>(job_rank) == rank_) return;
+  // A teller this rank holds gone may be one wrongly taken for dead (a probe unanswered on a
+  // lossy link): its word would spread the mistake, and it has nothing to add.
+  const int told_by = job_rank_of(from, teller);
+  if (gone_.contains(told_by)) return;
   note_gone(static_cast<int>(job_rank),
             Status(code, "rank " + std::to_string(job_rank) + " is gone (rank " +
-                             std::to_string(job_rank_of(from, teller)) + " saw it fail)"));
+                             std::to_string(told_by) + " saw it fail)"));
 }
 
 void RoutedChannel::note_gone(int rank, Status why) {

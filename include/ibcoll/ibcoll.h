@@ -80,7 +80,8 @@ typedef int ibcoll_collective_t; /* an enum ibcoll_collective */
 #define IBCOLL_UNDEFINED (-1)
 
 /* Handles. Every call checks the handles it is given against those alive: a freed, finalized
- * or never-made one is refused with IBCOLL_ERR_INVALID_ARGUMENT naming the argument. */
+ * or never-made one is refused with IBCOLL_ERR_INVALID_ARGUMENT naming the argument (unless its
+ * address has since been reused for a new handle of the same kind). */
 typedef struct ibcoll_context* ibcoll_context_t;
 typedef struct ibcoll_comm* ibcoll_comm_t;
 typedef struct ibcoll_request* ibcoll_request_t;

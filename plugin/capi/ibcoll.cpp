@@ -105,19 +105,23 @@ void require(const T* pointer, const char* name) {
 }
 
 // Handles are checked against those that exist, so a stale or foreign pointer is not followed.
-LiveHandles<ibcoll_context> live_contexts;
-LiveHandles<ibcoll_comm> live_comms;
-LiveHandles<ibcoll_request> live_requests;
+// Never destroyed: a finalize may come from another library's destructor at exit, after this
+// library's static objects are gone.
+LiveHandles<ibcoll_context>& live_contexts = *new LiveHandles<ibcoll_context>;
+LiveHandles<ibcoll_comm>& live_comms = *new LiveHandles<ibcoll_comm>;
+LiveHandles<ibcoll_request>& live_requests = *new LiveHandles<ibcoll_request>;
+
+std::string not_live(const char* name, const char* kind) {
+  return std::string(name) + ": not a live " + kind +
+         " (freed, finalized, or never made by ibcoll)";
+}
 
 // `handle`, if it is a live one of its kind; else an error naming the argument `name`.
 template <typename Handle>
 Handle* require_live(Handle* handle, const LiveHandles<Handle>& live, const char* name,
                      const char* kind) {
   require(handle, name);
-  if (!live.contains(handle)) {
-    invalid(std::string(name) + ": not a live " + kind +
-            " (freed, finalized, or never made by ibcoll)");
-  }
+  if (!live.contains(handle)) invalid(not_live(name, kind));
   return handle;
 }
 ibcoll_context* live(ibcoll_context_t context, const char* name = "context") {
@@ -163,25 +167,27 @@ CollectiveArgs bcast_args(void* buffer, size_t count, ibcoll_datatype_t type, in
 
 ibcoll_comm* adopt(ibcoll_context* owner, std::unique_ptr<Communicator> communicator) {
   if (!communicator) return nullptr;
-  ibcoll_comm* handle = nullptr;
+  Communicator* const made = communicator.get();
+  std::unique_ptr<ibcoll_comm> handle;
   try {
-    handle = new ibcoll_comm{owner, communicator.get(), std::move(communicator)};
+    handle.reset(new ibcoll_comm{owner, made, std::move(communicator)});
+    live_comms.add(handle.get());
   } catch (...) {  // its id goes back with it
-    owner->context->release(*communicator);
+    owner->context->release(*made);
     throw;
   }
   ++owner->open_comms;
-  live_comms.add(handle);
-  return handle;
+  return handle.release();
 }
 
 // Starts a call and hands out its request.
 Status start(ibcoll_comm_t comm, Collective collective, const CollectiveArgs& args,
              ibcoll_request_t* request) {
   auto running = comm->owner->context->start(*comm->communicator, collective, args);
-  *request = new ibcoll_request{comm->owner, std::move(running)};
+  auto handle = std::make_unique<ibcoll_request>(ibcoll_request{comm->owner, std::move(running)});
+  live_requests.add(handle.get());
   ++comm->owner->open_requests;
-  live_requests.add(*request);
+  *request = handle.release();
   return {};
 }
 
@@ -195,7 +201,12 @@ ibcoll_context* publish(std::unique_ptr<ibcoll_context> created) {
   created->world = std::make_unique<ibcoll_comm>(
       ibcoll_comm{created.get(), &created->context->world(), nullptr});
   live_comms.add(created->world.get());
-  live_contexts.add(created.get());
+  try {
+    live_contexts.add(created.get());
+  } catch (...) {
+    live_comms.remove(created->world.get());
+    throw;
+  }
   return created.release();
 }
 
@@ -266,7 +277,7 @@ ibcoll_status_t ibcoll_finalize(ibcoll_context_t context) {
       invalid("context: " + std::to_string(context->open_comms) + " communicators and " +
               std::to_string(context->open_requests) + " requests are still open");
     }
-    live_contexts.remove(context);
+    if (!live_contexts.remove(context)) invalid(not_live("context", "ibcoll_context_t"));
     live_comms.remove(context->world.get());
     delete context;
     return Status();
@@ -403,14 +414,21 @@ namespace {
 // ibcoll_comm_free and ibcoll_comm_abandon: the call it holds settled, its id free again.
 Status free_communicator(ibcoll_comm_t* comm, bool abandoned) {
   require(comm, "comm");
-  live(*comm, "*comm");
-  if (!(*comm)->owned) invalid("comm: the world communicator belongs to its context");
-  ibcoll::runtime::Context& context = *(*comm)->owner->context;
-  Status last_call = context.settle(*(*comm)->communicator);
-  context.release(*(*comm)->communicator, abandoned);
-  --(*comm)->owner->open_comms;
-  live_comms.remove(*comm);
-  delete *comm;
+  ibcoll_comm* const c = live(*comm, "*comm");
+  if (!c->owned) invalid("comm: the world communicator belongs to its context");
+  // Claimed first: a second free of it, from another thread too, is refused.
+  if (!live_comms.remove(c)) invalid(not_live("*comm", "ibcoll_comm_t"));
+  ibcoll::runtime::Context& context = *c->owner->context;
+  Status last_call;
+  try {
+    last_call = context.settle(*c->communicator);
+    context.release(*c->communicator, abandoned);
+  } catch (...) {
+    live_comms.add(c);
+    throw;
+  }
+  --c->owner->open_comms;
+  delete c;
   *comm = nullptr;
   return last_call;
 }
@@ -480,10 +498,17 @@ ibcoll_status_t ibcoll_wait(ibcoll_request_t request) {
 ibcoll_status_t ibcoll_request_free(ibcoll_request_t* request) {
   return guarded([&] {
     require(request, "request");
-    ibcoll_request* r = live(*request, "*request");
-    Status outcome = r->request->done() ? Status() : r->owner->context->wait(*r->request);
+    ibcoll_request* const r = live(*request, "*request");
+    // Claimed first: a second free of it, from another thread too, is refused.
+    if (!live_requests.remove(r)) invalid(not_live("*request", "ibcoll_request_t"));
+    Status outcome;
+    try {
+      outcome = r->request->done() ? Status() : r->owner->context->wait(*r->request);
+    } catch (...) {
+      live_requests.add(r);
+      throw;
+    }
     --r->owner->open_requests;
-    live_requests.remove(r);
     delete r;
     *request = nullptr;
     return outcome;

@@ -67,6 +67,8 @@ class UcxChannel final : public Channel {
     return p && p->failed ? &p->failure : nullptr;
   }
   void tell_peers_gone(uint32_t job_rank, Code code) override;
+  // Its operations fail and its endpoint closes by force: a peer wrongly taken for dead learns
+  // at once that it is out (its word about the others is not heeded: RoutedChannel).
   void peer_gone_elsewhere(int peer, const Status& why) override { fail_peer(peer, why, false); }
   int poll() override;
   int arm_event_fd() override;
