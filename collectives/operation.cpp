@@ -48,6 +48,18 @@ const Status* Operation::failed_member() {
   return nullptr;
 }
 
+Status Operation::with_known_cause(Status status) const {
+  if (status.code() != Code::peer_failed) return status;
+  for (int member : members_) {
+    if (member == channel_.rank()) continue;
+    const Status* gone = channel_.peer_failure(member);
+    if (!gone) continue;
+    if (status.message().find(gone->message()) != std::string::npos) return status;
+    return Status(Code::peer_failed, gone->message() + "; here: " + status.message());
+  }
+  return status;
+}
+
 Operation::~Operation() {
   if (state_ == State::running) abandon(Status(Code::internal, "operation destroyed"));
 }
@@ -90,7 +102,7 @@ void Operation::abandon(const Status& why) {
 }
 
 Operation::State Operation::finish(Status status) {
-  status_ = std::move(status);
+  status_ = with_known_cause(std::move(status));
   state_ = status_.ok() ? State::done : State::failed;
   if (!status_.ok()) {
     channel_.cancel(base_tag_, last_tag_);

@@ -21,6 +21,8 @@ struct SlotGroup {
   transport::shm::SlotBinding binding;  // this rank's hold on its set, given back at the end
   uint16_t id = 0;                      // the communicator's
   std::vector<int> local_ranks;         // per member
+  std::vector<int> job_ranks;           // per member, for messages (members of a node group
+                                        // are numbered apart from the caller's communicator)
   uint64_t next_sequence = 1;
   uint64_t released = 0;  // this rank's last call done with its buffers: calls go in order
   // Per member, the highest call seen published: a buffer known free needs no second look.
@@ -58,6 +60,10 @@ struct SlotGroup {
   // Not ok once a call on the communicator was given up midway, here or by a member: its
   // turns are lost, so every later call fails at once with this.
   Status failure;
+  // What the first member seen giving up wrote as its cause: passed on as this rank's own if it
+  // gives up in turn, so that every member names the rank that died, not a chain of members
+  // that gave up after it (the record holds the start of one message only).
+  mutable std::string cause_passed_on;
 
   // A fruitless wait on a member looks now and then whether it gave up (a load of its
   // abandoned line) and, more rarely (a check reads /proc), whether its process still lives.
@@ -74,6 +80,10 @@ struct SlotGroup {
     if (idle % kPollsPerAbandonCheck != 0) return {};
     return gave_up_or_died(member, idle);
   }
+  // "job rank 9": `member` in messages.
+  std::string who(int member) const;
+  // The cause a member that gave up wrote (kept as the first one seen: cause_passed_on).
+  const std::string& why_given_up(const transport::shm::SlotRegion::Abandoned& abandoned) const;
   // trouble()'s look: whether `member` gave up on its call or (now and then) died.
   Status gave_up_or_died(int member, uint32_t idle) const;
   // Copies `bytes` at `address` in `member`'s process into `into` (single copy): ok, or why

@@ -621,6 +621,7 @@ std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>
   for (int member : members) {  // ends at the first member off the node
     if (member != job_.rank() && channel_->channel_of(member) != shm_.get()) return std::nullopt;
     group.local_ranks.push_back(placement_.local_rank(member));
+    group.job_ranks.push_back(member);
   }
   group.seen_ready.resize(members.size());
   group.binding = transport::shm::SlotBinding(shm_->slots(), id, stamp, group.local_ranks,

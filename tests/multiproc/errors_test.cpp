@@ -23,19 +23,6 @@
 namespace ibcoll::testing {
 namespace {
 
-// Fails the rank unless `status` says that rank `dead` of the job died: seen here ("peer 2 (pid
-// ...) has exited", or "rank 2 of the communicator ... has exited" in the slots), or heard from
-// a rank that saw it ("rank 2 is gone").
-void expect_dead_rank_named(ibcoll_status_t status, int dead, const std::string& what) {
-  const std::string m = ibcoll_last_error(), r = std::to_string(dead);
-  RANK_CHECK(status == IBCOLL_ERR_PEER_FAILED, what + ": " + ibcoll_status_name(status) + ": " + m);
-  RANK_CHECK(
-      (m.find(r + " (pid") != std::string::npos && m.find("has exited") != std::string::npos) ||
-          m.find("rank " + r + " is gone") != std::string::npos ||
-          m.find("rank " + r + " of the communicator") != std::string::npos,
-      what + ": the message does not name dead rank " + r + ": " + m);
-}
-
 // In the test, after a run in which rank 2 killed itself and ranks 0 and 1 met at "answered"
 // once they had their answers: the meeting's files go, and the run ended so.
 void expect_rank_2_killed(const std::vector<RankExit>& exits) {
@@ -513,7 +500,7 @@ TEST(Errors, ARankThatDiesInsideASingleCopyAllreduceFailsTheOther) {
           const ibcoll_status_t s = ibcoll_allreduce(IBCOLL_IN_PLACE, x.data(), x.size(),
                                                      IBCOLL_FLOAT64, IBCOLL_SUM, r.world());
           expect_dead_rank_named(s, 1, "a single-copy allreduce with a dead member");
-          const std::string reading = "single-copy allreduce: rank 1";
+          const std::string reading = "single-copy allreduce: job rank 1";
           RANK_CHECK(
               (std::string(ibcoll_last_error()).find(reading) == std::string::npos) == waited_on,
               std::string("found by the wrong look: ") + ibcoll_last_error());

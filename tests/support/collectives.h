@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -173,6 +174,23 @@ inline void expect_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
   const char* chosen = ibcoll_algorithm(comm, collective, count, type);
   RANK_CHECK(chosen && name == chosen,
              "the call runs " + std::string(chosen ? chosen : "?") + ", not " + name);
+}
+
+// Fails the rank unless `status` is IBCOLL_ERR_PEER_FAILED naming rank `dead` of the job, as
+// the transport that saw it die does ("peer 2 (pid ...) has exited", "peer 2 stopped
+// acknowledging", "UCX connection to peer 2: ...", "job rank 2 (pid ...) has exited" in the
+// slots, also as the cause a member that gave up passed on) or as one that heard of it ("rank 2
+// is gone").
+inline void expect_dead_rank_named(ibcoll_status_t status, int dead, const std::string& what) {
+  const std::string m = ibcoll_last_error(), r = std::to_string(dead);
+  RANK_CHECK(status == IBCOLL_ERR_PEER_FAILED, what + ": " + ibcoll_status_name(status) + ": " + m);
+  bool named = false;
+  for (const std::string& name : {"peer " + r, "rank " + r}) {
+    for (size_t at = m.find(name); at != std::string::npos && !named; at = m.find(name, at + 1))
+      named = at + name.size() == m.size() ||
+              !std::isdigit(static_cast<unsigned char>(m[at + name.size()]));
+  }
+  RANK_CHECK(named, what + ": the message does not name dead rank " + r + ": " + m);
 }
 
 // True when every member of `comm` is reached through this node's shared memory, so that the

@@ -46,12 +46,14 @@ class SlotRegion {
     alignas(64) std::byte halves[2][kStagingHalfBytes];
   };
   // Set once, when this rank gives up on a call midway (a deadline passed, a member died, its
-  // staged chunks stopped): the call's sequence number and why (a Code). Members waiting on
-  // this rank read it and fail at once instead of waiting out their own deadline; from then
+  // staged chunks stopped): the call's sequence number and why (a Code, and the start of the
+  // message, so that the members say which rank died, not only that one did). Members waiting
+  // on this rank read it and fail at once instead of waiting out their own deadline; from then
   // on the communicator's turns are lost, and every call on it fails.
   struct Abandoned {
-    alignas(64) uint64_t call;  // 0: not abandoned
+    alignas(64) uint64_t call;  // 0: not abandoned; stored last
     uint64_t code;
+    char why[112];  // NUL-terminated
   };
   // The last call in which this rank was done with its root's buffer in a single-copy bcast
   // (read it, or found the call mismatched): the root waits for it before its buffer is its
