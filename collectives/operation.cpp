@@ -41,6 +41,10 @@ void Operation::take_earlier(const Operation& earlier) {
 
 const Status* Operation::failed_member() {
   if (++advances_ % kAdvancesPerMemberCheck != 0) return nullptr;
+  return gone_member();
+}
+
+const Status* Operation::gone_member() const {
   for (int member : members_) {
     if (member == channel_.rank()) continue;
     if (const Status* failure = channel_.peer_failure(member)) return failure;
@@ -65,6 +69,15 @@ Operation::~Operation() {
 }
 
 void Operation::start() {
+  // A call with a member known gone fails before it starts, where it would otherwise succeed or
+  // not by how soon its first look at the members came (a small bcast's root sends and returns).
+  if (channel_.failures_known() > 0) {
+    if (const Status* failure = gone_member()) {
+      status_ = with_known_cause(*failure);
+      state_ = State::failed;
+      return;
+    }
+  }
   checking_ = check_ != nullptr;
   if (checking_) {
     check_->start();

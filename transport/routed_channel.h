@@ -48,6 +48,7 @@ class RoutedChannel final : public Channel, private Channel::Observer {
     const Route& route = routes_[static_cast<size_t>(peer)];
     return route.channel ? route.channel->peer_failure(route.peer) : nullptr;
   }
+  size_t failures_known() const override { return gone_.size(); }
   void tell_peers_gone(uint32_t job_rank, Code code) override;
   int poll() override;
   int arm_event_fd() override;
