@@ -126,6 +126,15 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
   check_arguments(collective, args);
   if (slots_ && !slots_->failure.ok()) throw Error(slots_->failure);
   if (const Status* failure = layout_ ? layout_->slot_failure() : nullptr) throw Error(*failure);
+  // A call with a member known gone fails before it takes a turn, where it would otherwise
+  // succeed or not by how soon its first look at the members came (a small bcast's root sends
+  // and returns). While no rank is known gone, that is one load.
+  if (channel_.failures_known() > 0) {
+    for (int member : members()) {
+      if (member == channel_.rank()) continue;
+      if (const Status* gone = channel_.peer_failure(member)) throw Error(*gone);
+    }
+  }
   CollectiveArgs call = args;
   call.agreed = extra;
   const Algorithm& algorithm = algorithm_for(collective, call);

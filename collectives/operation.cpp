@@ -54,14 +54,9 @@ const Status* Operation::gone_member() const {
 
 Status Operation::with_known_cause(Status status) const {
   if (status.code() != Code::peer_failed) return status;
-  for (int member : members_) {
-    if (member == channel_.rank()) continue;
-    const Status* gone = channel_.peer_failure(member);
-    if (!gone) continue;
-    if (status.message().find(gone->message()) != std::string::npos) return status;
-    return Status(Code::peer_failed, gone->message() + "; here: " + status.message());
-  }
-  return status;
+  const Status* gone = gone_member();
+  if (!gone || status.message().find(gone->message()) != std::string::npos) return status;
+  return Status(Code::peer_failed, gone->message() + "; here: " + status.message());
 }
 
 Operation::~Operation() {
@@ -69,15 +64,6 @@ Operation::~Operation() {
 }
 
 void Operation::start() {
-  // A call with a member known gone fails before it starts, where it would otherwise succeed or
-  // not by how soon its first look at the members came (a small bcast's root sends and returns).
-  if (channel_.failures_known() > 0) {
-    if (const Status* failure = gone_member()) {
-      status_ = with_known_cause(*failure);
-      state_ = State::failed;
-      return;
-    }
-  }
   checking_ = check_ != nullptr;
   if (checking_) {
     check_->start();

@@ -1,6 +1,5 @@
 #include "collectives/slot_group.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -76,10 +75,14 @@ void SlotGroup::abandon(int me, uint64_t sequence, const Status& why) {
                                    "); its node-local turns are lost, so every call on it fails: "
                                    "free it");
   Region::Abandoned& mine = slot_of(me).abandoned;
-  const std::string& cause = cause_passed_on.empty() ? why.message() : cause_passed_on;
-  const size_t kept = std::min(cause.size(), sizeof mine.why - 1);
-  std::memcpy(mine.why, cause.data(), kept);
-  mine.why[kept] = '\0';
+  // Cut at a space, marked, if it must be: a rank number cut short would name another rank.
+  std::string cause = cause_passed_on.empty() ? why.message() : cause_passed_on;
+  if (cause.size() >= sizeof mine.why) {
+    const size_t space = cause.rfind(' ', sizeof mine.why - 5);
+    cause = cause.substr(0, space == std::string::npos ? 0 : space) + " ...";
+  }
+  std::memcpy(mine.why, cause.data(), cause.size());
+  mine.why[cause.size()] = '\0';
   Region::store(mine.code, static_cast<uint64_t>(why.code()));
   Region::store(mine.call, sequence);
 }

@@ -54,8 +54,8 @@ class Channel : public Poller {
   // Why `peer` has failed (dead, connection broken), or null while it is fine. Lets an
   // operation that waits on someone else notice that a member it depends on is gone.
   virtual const Status* peer_failure(int peer) const = 0;
-  // How many ranks are known failed (it only grows): while none, a new call need not look at
-  // its members' peer_failure.
+  // How many ranks are known gone (it only grows; RoutedChannel spreads such news): while none,
+  // a new call need not look for gone members. A channel that does not keep count says none.
   virtual size_t failures_known() const { return 0; }
 
   // Who hears of ranks that are gone, to spread the news job-wide (RoutedChannel): a peer this

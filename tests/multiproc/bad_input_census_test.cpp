@@ -5,7 +5,6 @@
 // works afterwards. Stale and foreign handles (freed, finalized, double-freed, pointers that
 // ibcoll never made) are among them: the C API checks handles against those alive. The test
 // counts the cases and wants at least 40 distinct ones.
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "tests/support/collectives.h"
+#include "tests/support/directory_entries.h"
 
 namespace ibcoll::testing {
 namespace {
@@ -39,22 +39,6 @@ int refuse_all(const std::vector<BadInput>& cases) {
                c.what + ": the message does not name '" + c.names + "': " + message);
   }
   return static_cast<int>(cases.size());
-}
-
-// The entries of `directory` whose names start with `prefix` (this process's descriptors,
-// ibcoll's shared-memory files): a refused init leaves none.
-std::vector<std::string> entries(const char* directory, const std::string& prefix = "") {
-  std::vector<std::string> names;
-  DIR* dir = opendir(directory);
-  if (!dir) return names;
-  const std::string own = std::to_string(dirfd(dir));  // the descriptor opendir holds
-  while (const dirent* entry = readdir(dir)) {
-    const std::string name = entry->d_name;
-    if (name.starts_with(prefix) && name != own) names.push_back(name);
-  }
-  closedir(dir);
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 constexpr int kLeastCases = 40;
@@ -275,7 +259,8 @@ TEST(BadInputCensus, EveryMalformedVariableFailsInitNamingItAndLeavesNothing) {
   expect_all_ok(run_ranks(1, [&](int, int) {
     for (const auto& [name, value] : variables) {
       const std::string what = std::string(name) + "=" + value;
-      const auto fds = entries("/proc/self/fd"), shm = entries("/dev/shm", "ibcoll-");
+      const auto fds = directory_entries("/proc/self/fd"),
+                 shm = directory_entries("/dev/shm", "ibcoll-");
       const char* was = std::getenv(name);
       const std::string before = was ? was : "";
       setenv(name, value, 1);
@@ -290,7 +275,8 @@ TEST(BadInputCensus, EveryMalformedVariableFailsInitNamingItAndLeavesNothing) {
                  what + ": " + ibcoll_status_name(status) + " (" + ibcoll_last_error() + ")");
       RANK_CHECK(std::string(ibcoll_last_error()).find(name) != std::string::npos,
                  what + ": the message does not name the variable: " + ibcoll_last_error());
-      RANK_CHECK(entries("/proc/self/fd") == fds && entries("/dev/shm", "ibcoll-") == shm,
+      RANK_CHECK(directory_entries("/proc/self/fd") == fds &&
+                     directory_entries("/dev/shm", "ibcoll-") == shm,
                  what + ": a refused init left a descriptor or a shared-memory file");
     }
     // Nothing half-made stands in the way: init works; and once finalized, the context is

@@ -25,12 +25,12 @@
 #include <fstream>
 #include <iostream>
 #include <random>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/support/collectives.h"
+#include "tests/support/directory_entries.h"
 
 namespace ibcoll::testing {
 namespace {
@@ -94,15 +94,6 @@ int rounds() {
   return s ? std::max(1, std::atoi(s)) : 1;
 }
 
-std::set<std::string> entries(const std::string& directory, const std::string& prefix = "") {
-  std::set<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(directory)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) == 0) names.insert(name);
-  }
-  return names;
-}
-
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
       .count();
@@ -146,12 +137,13 @@ ibcoll_status_t call(const Algorithm& a, const FaultPoint& p, const std::vector<
   std::abort();
 }
 
-// Fails the rank unless the bytes of `buffer` stay `mark` while nobody calls: nothing of a call
-// that returned may land there any more.
-void expect_left_alone(std::vector<std::byte>& buffer) {
+// Fails the rank unless the bytes of `buffer` stay `mark` for 300 ms of progress: nothing of a
+// call that returned may land there any more (a late message delivered, a late RDMA write).
+void expect_left_alone(ibcoll_context_t context, std::vector<std::byte>& buffer) {
   constexpr auto kMark = std::byte{0x5A};
   std::fill(buffer.begin(), buffer.end(), kMark);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (const auto until = Clock::now() + std::chrono::milliseconds(300); Clock::now() < until;)
+    ibcoll_progress(context);
   for (size_t i = 0; i < buffer.size(); ++i)
     RANK_CHECK(buffer[i] == kMark,
                "byte " + std::to_string(i) + " of the buffer changed after its call had failed");
@@ -160,8 +152,8 @@ void expect_left_alone(std::vector<std::byte>& buffer) {
 // A survivor: calls until one fails (at most kMoreCalls after the fatal one; then an allreduce
 // of the world, which needs the dead rank), checking every result before; the failure must name
 // the dead rank and come within kNoticedWithin of its death. Writes how long it took.
-void survive(const Algorithm& a, const FaultPoint& p, ibcoll_comm_t world, int me,
-             std::vector<double>& input, std::vector<std::byte>& buffer,
+void survive(const Algorithm& a, const FaultPoint& p, ibcoll_context_t context, ibcoll_comm_t world,
+             int me, std::vector<double>& input, std::vector<std::byte>& buffer,
              const std::vector<std::byte>& want, const std::string& death_file,
              const std::string& report_file) {
   ibcoll_status_t status = IBCOLL_SUCCESS;
@@ -194,7 +186,7 @@ void survive(const Algorithm& a, const FaultPoint& p, ibcoll_comm_t world, int m
       "the death was noticed after " +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(noticed).count()) +
           " ms");
-  expect_left_alone(buffer);
+  expect_left_alone(context, buffer);
   const auto again = Clock::now();
   RANK_CHECK(call(a, p, input, buffer, world) == IBCOLL_ERR_PEER_FAILED,
              std::string("the call after the failure: ") + ibcoll_last_error());
@@ -230,13 +222,13 @@ std::string run_case(const Algorithm& a, const FaultPoint& p, bool pretend_nodes
       {"IBCOLL_SHM_SINGLE_COPY", p.single_copy ? "4K" : "0"}};
   if (pretend_nodes && !std::getenv("IBCOLL_TRANSPORT") && !std::getenv("UCX_TLS"))
     options.environment["UCX_TLS"] = "tcp";
-  const auto shm_before = entries("/dev/shm", "ibcoll-");
+  const auto shm_before = directory_entries("/dev/shm", "ibcoll-");
   const auto exits = run_ranks(
       kRanks,
       [&](int me, int) {
         if (pretend_nodes)
           setenv("IBCOLL_NODE", me < kRanks / 2 ? "fault-node-0" : "fault-node-1", 1);
-        const auto fds = entries("/proc/self/fd");
+        const auto fds = directory_entries("/proc/self/fd");
         ibcoll_context_t context = nullptr;
         ibcoll_comm_t world = nullptr;
         RANK_CHECK(ibcoll_init(&context) == IBCOLL_SUCCESS, ibcoll_last_error());
@@ -254,14 +246,14 @@ std::string run_case(const Algorithm& a, const FaultPoint& p, bool pretend_nodes
         std::vector<std::byte> buffer(want.size());
         if (a.collective == Collective::bcast && me == p.root) buffer = want;
         if (me == p.victim) die_at_the_point(a, p, world, input, buffer, death_file);
-        survive(a, p, world, me, input, buffer, want, death_file,
+        survive(a, p, context, world, me, input, buffer, want, death_file,
                 run + "-rank-" + std::to_string(me));
         std::vector<int> survivors;
         for (int r = 0; r < kRanks; ++r)
           if (r != p.victim) survivors.push_back(r);
         meet_without_ibcoll("fault-" + std::to_string(seed), me, survivors);
         RANK_CHECK(ibcoll_finalize(context) == IBCOLL_SUCCESS, ibcoll_last_error());
-        RANK_CHECK(entries("/proc/self/fd") == fds, "descriptors were left open");
+        RANK_CHECK(directory_entries("/proc/self/fd") == fds, "descriptors were left open");
         return 0;
       },
       options);
@@ -280,8 +272,9 @@ std::string run_case(const Algorithm& a, const FaultPoint& p, bool pretend_nodes
   EXPECT_EQ(exits[static_cast<size_t>(p.victim)].signal, SIGKILL) << describe(exits);
   for (int r : survivors)
     EXPECT_TRUE(exits[static_cast<size_t>(r)].ok()) << describe(exits);
-  for (const std::string& name : entries("/dev/shm", "ibcoll-"))
-    EXPECT_TRUE(shm_before.contains(name)) << "/dev/shm/" << name << " was left behind";
+  for (const std::string& name : directory_entries("/dev/shm", "ibcoll-"))
+    EXPECT_TRUE(std::find(shm_before.begin(), shm_before.end(), name) != shm_before.end())
+        << "/dev/shm/" << name << " was left behind";
   return "survivors noticed after " + noticed;
 }
 

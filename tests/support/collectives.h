@@ -6,7 +6,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -185,11 +184,9 @@ inline void expect_dead_rank_named(ibcoll_status_t status, int dead, const std::
   const std::string m = ibcoll_last_error(), r = std::to_string(dead);
   RANK_CHECK(status == IBCOLL_ERR_PEER_FAILED, what + ": " + ibcoll_status_name(status) + ": " + m);
   bool named = false;
-  for (const std::string& name : {"peer " + r, "rank " + r}) {
-    for (size_t at = m.find(name); at != std::string::npos && !named; at = m.find(name, at + 1))
-      named = at + name.size() == m.size() ||
-              !std::isdigit(static_cast<unsigned char>(m[at + name.size()]));
-  }
+  for (const std::string& form :
+       {"rank " + r + " is gone", "rank " + r + " (pid", "peer " + r + " ", "peer " + r + ":"})
+    named = named || m.find(form) != std::string::npos;
   RANK_CHECK(named, what + ": the message does not name dead rank " + r + ": " + m);
 }
 
