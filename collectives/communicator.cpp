@@ -130,10 +130,7 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
   // succeed or not by how soon its first look at the members came (a small bcast's root sends
   // and returns). While no rank is known gone, that is one load.
   if (channel_.failures_known() > 0) {
-    for (int member : members()) {
-      if (member == channel_.rank()) continue;
-      if (const Status* gone = channel_.peer_failure(member)) throw Error(*gone);
-    }
+    if (const Status* gone = failed_among(channel_, members())) throw Error(*gone);
   }
   CollectiveArgs call = args;
   call.agreed = extra;

@@ -39,22 +39,22 @@ void Operation::take_earlier(const Operation& earlier) {
   earlier_verdict_ = reported_later("this rank's call before this one", failure);
 }
 
-const Status* Operation::failed_member() {
-  if (++advances_ % kAdvancesPerMemberCheck != 0) return nullptr;
-  return gone_member();
-}
-
-const Status* Operation::gone_member() const {
-  for (int member : members_) {
-    if (member == channel_.rank()) continue;
-    if (const Status* failure = channel_.peer_failure(member)) return failure;
+const Status* failed_among(const transport::Channel& channel, std::span<const int> members) {
+  for (int member : members) {
+    if (member == channel.rank()) continue;
+    if (const Status* failure = channel.peer_failure(member)) return failure;
   }
   return nullptr;
 }
 
+const Status* Operation::failed_member() {
+  if (++advances_ % kAdvancesPerMemberCheck != 0) return nullptr;
+  return failed_among(channel_, members_);
+}
+
 Status Operation::with_known_cause(Status status) const {
   if (status.code() != Code::peer_failed) return status;
-  const Status* gone = gone_member();
+  const Status* gone = failed_among(channel_, members_);
   if (!gone || status.message().find(gone->message()) != std::string::npos) return status;
   return Status(Code::peer_failed, gone->message() + "; here: " + status.message());
 }

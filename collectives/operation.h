@@ -18,6 +18,10 @@
 
 namespace ibcoll::collectives {
 
+// A member of `members` (channel ranks; this rank is skipped) that `channel` holds failed, or
+// null: a look at each.
+const Status* failed_among(const transport::Channel& channel, std::span<const int> members);
+
 class Operation : public CallObject {
  public:
   using State = CollectiveTask::State;
@@ -64,8 +68,6 @@ class Operation : public CallObject {
   // Now and then while running: a failed member fails the call, even one this rank does not
   // talk to directly (its partners may be waiting on it).
   const Status* failed_member();
-  // A member known failed, if any (a look at each).
-  const Status* gone_member() const;
   // A failure seen second-hand (a partner withdrew its message or gave up its call) names the
   // partner, which lives; where a member is known gone, that is the cause, named first.
   Status with_known_cause(Status status) const;

@@ -193,8 +193,7 @@ void survive(const Algorithm& a, const FaultPoint& p, ibcoll_context_t context, 
   RANK_CHECK(Clock::now() - again < std::chrono::seconds(2),
              "the call after the failure waited, as if the dead rank could still answer");
   std::ofstream(report_file)
-      << std::chrono::duration_cast<std::chrono::milliseconds>(noticed).count() << " " << made
-      << "\n";
+      << std::chrono::duration_cast<std::chrono::milliseconds>(noticed).count() << "\n";
 }
 
 // What every rank's call leaves in its buffer: the reduced inputs, or the root's bytes.
@@ -209,7 +208,7 @@ std::vector<std::byte> expected(const Algorithm& a, const FaultPoint& p) {
 
 // One case: 4 ranks, `a` forced, one killed at `p`. In the test process; says how long the
 // survivors took to notice.
-std::string run_case(const Algorithm& a, const FaultPoint& p, bool pretend_nodes, uint64_t seed) {
+std::string run_case(const Algorithm& a, const FaultPoint& p, uint64_t seed) {
   const std::string run =
       "/tmp/ibcoll-fault-" + std::to_string(getpid()) + "-" + std::to_string(seed);
   const std::string death_file = run + "-death";
@@ -220,6 +219,10 @@ std::string run_case(const Algorithm& a, const FaultPoint& p, bool pretend_nodes
        a.name},
       {"IBCOLL_TIMEOUT", "60s"},
       {"IBCOLL_SHM_SINGLE_COPY", p.single_copy ? "4K" : "0"}};
+  const bool pretend_nodes = a.across_nodes;  // 2 + 2
+  std::vector<int> survivors;
+  for (int r = 0; r < kRanks; ++r)
+    if (r != p.victim) survivors.push_back(r);
   if (pretend_nodes && !std::getenv("IBCOLL_TRANSPORT") && !std::getenv("UCX_TLS"))
     options.environment["UCX_TLS"] = "tcp";
   const auto shm_before = directory_entries("/dev/shm", "ibcoll-");
@@ -248,23 +251,17 @@ std::string run_case(const Algorithm& a, const FaultPoint& p, bool pretend_nodes
         if (me == p.victim) die_at_the_point(a, p, world, input, buffer, death_file);
         survive(a, p, context, world, me, input, buffer, want, death_file,
                 run + "-rank-" + std::to_string(me));
-        std::vector<int> survivors;
-        for (int r = 0; r < kRanks; ++r)
-          if (r != p.victim) survivors.push_back(r);
         meet_without_ibcoll("fault-" + std::to_string(seed), me, survivors);
         RANK_CHECK(ibcoll_finalize(context) == IBCOLL_SUCCESS, ibcoll_last_error());
         RANK_CHECK(directory_entries("/proc/self/fd") == fds, "descriptors were left open");
         return 0;
       },
       options);
-  std::vector<int> survivors;
   std::string noticed;
-  for (int r = 0; r < kRanks; ++r) {
-    if (r == p.victim) continue;
-    survivors.push_back(r);
+  for (int r : survivors) {
     std::string line;
     std::getline(std::ifstream(run + "-rank-" + std::to_string(r)), line);
-    noticed += (noticed.empty() ? "" : ", ") + line.substr(0, line.find(' ')) + " ms";
+    noticed += (noticed.empty() ? "" : ", ") + line + " ms";
     std::filesystem::remove(run + "-rank-" + std::to_string(r));
   }
   meeting_over("fault-" + std::to_string(seed), survivors);
@@ -278,11 +275,10 @@ std::string run_case(const Algorithm& a, const FaultPoint& p, bool pretend_nodes
   return "survivors noticed after " + noticed;
 }
 
-// Whether `a` can run here on 4 ranks, and if so on pretend nodes; else why not.
-std::string why_not_here(const Algorithm& a, bool& pretend_nodes) {
+// Why `a` cannot run here on 4 ranks (those across nodes on pretend nodes), or empty.
+std::string why_not_here(const Algorithm& a) {
   const char* forced = std::getenv("IBCOLL_TRANSPORT");
   const bool messages_only = forced && std::string(forced) != "auto";
-  pretend_nodes = a.across_nodes;
   if (a.uses_slots && messages_only)
     return std::string("the shared slots are not used under IBCOLL_TRANSPORT=") + forced;
 #if !defined(IBCOLL_HAVE_UCX) && !defined(IBCOLL_HAVE_VERBS)
@@ -307,8 +303,7 @@ TEST(FaultMatrix, ARankKilledAtASeededPointOfEveryAlgorithmFailsEverySurvivor) {
       const std::string name =
           std::string(collectives::collective_name(a.collective)) + " " + a.name;
       if (only && name != only) continue;
-      bool pretend_nodes = false;
-      if (const std::string why_not = why_not_here(a, pretend_nodes); !why_not.empty()) {
+      if (const std::string why_not = why_not_here(a); !why_not.empty()) {
         if (round == 0) std::cout << name << ": left out: " << why_not << std::endl;
         continue;
       }
@@ -317,7 +312,7 @@ TEST(FaultMatrix, ARankKilledAtASeededPointOfEveryAlgorithmFailsEverySurvivor) {
           "FAULT_SEED=" + std::to_string(seed) + " FAULT_ONLY='" + name + "' replays it";
       SCOPED_TRACE(name + ": " + p.describe() + "; " + replay);
       const auto start = Clock::now();
-      const std::string noticed = run_case(a, p, pretend_nodes, seed * 1000 + index);
+      const std::string noticed = run_case(a, p, seed * 1000 + index);
       ++cases;
       std::cout
           << name << ": " << p.describe() << ": " << noticed << " ("
