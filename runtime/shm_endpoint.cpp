@@ -57,8 +57,16 @@ OpenedShm open_shm_channel(Job& job, const std::vector<int>& node_ranks, const s
   const size_t bytes = ShmChannel::segment_bytes(local_size);
   std::unique_ptr<SharedSegment> segment;
   Bootstrap& bootstrap = job.bootstrap();
+  const bool calibrate = job.config().calibrate_single_copy && local_size >= 2;
   exchange_set_up(bootstrap, "shm-created", [&] {
-    if (creator) segment = std::make_unique<SharedSegment>(SharedSegment::create(name, bytes));
+    if (!creator) return std::string();
+    segment = std::make_unique<SharedSegment>(SharedSegment::create(name, bytes));
+    try {
+      ShmChannel::commit_shared_parts(*segment, local_size, calibrate);
+    } catch (const Error&) {
+      segment->unlink();
+      throw;
+    }
     return std::string();
   });
   try {
@@ -82,7 +90,6 @@ OpenedShm open_shm_channel(Job& job, const std::vector<int>& node_ranks, const s
   // Once every rank has passed this exchange no name is left behind. The node's first two ranks
   // measure single copy against the rings on the way, and the exchange carries the verdict (the
   // first one's part) to the node's other ranks, so they all take the same path.
-  const bool calibrate = job.config().calibrate_single_copy && local_size >= 2;
   const std::vector<std::string> parts = exchange_set_up(bootstrap, "shm-unlinked", [&] {
     if (!calibrate || local_rank > 1) return std::string();
     return single_copy_verdict_text(channel, local_rank, job.config());

@@ -1,9 +1,11 @@
 #include "runtime/bootstrap/tcp_store.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -236,6 +238,7 @@ class TcpStore::Server {
     if (listener_ < 0) {
       throw_errno("bootstrap: listening on " + host + ":" + std::to_string(port), bind_errno_);
     }
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     thread_ = std::thread([this] { run(); });
   }
 
@@ -248,6 +251,7 @@ class TcpStore::Server {
     for (auto& c : clients_)
       ::close(c.fd);
     ::close(listener_);
+    if (spare_fd_ >= 0) ::close(spare_fd_);
   }
 
  private:
@@ -262,6 +266,7 @@ class TcpStore::Server {
     bool authenticated = false;
     int rank = -1;  // once identified
     bool said_bye = false;
+    bool turned_away = false;  // taken only to be told why the store cannot serve it
   };
 
   void run() {
@@ -270,13 +275,16 @@ class TcpStore::Server {
     while (true) {
       if (stop_.load()) {
         if (stop_requested == Clock::time_point{}) stop_requested = Clock::now();
-        // Serve until every rank has come and gone, or the linger time is over.
-        if ((clients_.empty() && joined_ >= size_) || Clock::now() - stop_requested > timeout_ ||
-            linger_no_more_.load()) {
+        // Serve until every rank has come and gone (or all but those turned away, who never
+        // will), or the linger time is over.
+        if ((clients_.empty() && (joined_ >= size_ || turned_away_)) ||
+            Clock::now() - stop_requested > timeout_ || linger_no_more_.load()) {
           return;
         }
       }
-      fds.assign(1, {listener_, POLLIN, 0});
+      // Out of descriptors with none spare: the listener rests, or poll would spin on it.
+      fds.assign(1,
+                 {listener_, static_cast<short>(Clock::now() < accepts_resume_ ? 0 : POLLIN), 0});
       for (auto& c : clients_)
         fds.push_back({c.fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
       const int ready = ::poll(fds.data(), fds.size(), 50);
@@ -328,6 +336,7 @@ class TcpStore::Server {
 
   void accept_client() {
     const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) return turn_away(errno);
     if (fd < 0) return;
     probe_when_idle(fd);
     const size_t strangers = static_cast<size_t>(std::count_if(
@@ -343,6 +352,33 @@ class TcpStore::Server {
     clients_.push_back({fd, Clock::now(), {}, {}});
   }
 
+  // No descriptor for a rank's connection: the spare one is given up to take it and tell it
+  // why, and every rank waiting in an exchange learns it too (that rank will never join).
+  void turn_away(int err) {
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);
+    const std::string why =
+        "bootstrap: the TCP store (on rank 0) cannot take a rank's connection: " +
+        std::string(std::strerror(err)) + " (its RLIMIT_NOFILE is " +
+        std::to_string(limit.rlim_cur) + ")";
+    int fd = -1;
+    if (spare_fd_ >= 0) {
+      ::close(spare_fd_);
+      spare_fd_ = -1;
+      fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    }
+    if (fd < 0) {
+      accepts_resume_ = Clock::now() + std::chrono::milliseconds(100);
+    } else {
+      clients_.push_back({fd, Clock::now(), {}, {}});
+      clients_.back().turned_away = true;
+      reply(clients_.back(), kLost, why);
+    }
+    if (lost_.empty()) IBCOLL_LOG(warn, why);
+    turned_away_ = true;
+    fail_waiters(why);
+  }
+
   void drop(size_t i) {
     const Client& c = clients_[i];
     const int fd = c.fd;
@@ -353,6 +389,7 @@ class TcpStore::Server {
     if (c.rank >= 0 && !c.said_bye) lose(c.rank);
     ::close(fd);
     clients_.erase(clients_.begin() + static_cast<long>(i));
+    if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   }
 
   // A rank's connection ended without a goodbye (it exited or crashed without finalizing): no
@@ -364,6 +401,12 @@ class TcpStore::Server {
                             "ended)";
     IBCOLL_LOG(warn, why);
     gone_.emplace(rank, why);
+    fail_waiters(why);
+  }
+
+  // From now on no exchange can complete: every waiter learns `why` now, and later requests
+  // that would wait learn it at once.
+  void fail_waiters(const std::string& why) {
     if (!lost_.empty()) return;  // the waiters know already
     lost_ = why;
     for (auto& [key, fds] : waiters_) {
@@ -464,6 +507,7 @@ class TcpStore::Server {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
       if (n <= 0) return false;
       c.in.append(chunk, static_cast<size_t>(n));
+      if (c.turned_away) return false;  // it has its answer; what it says is read, then dropped
       char op;
       std::string body;
       while (take_frame(c.in, op, body, c.authenticated ? kMaxFrame : kMaxHelloFrame)) {
@@ -530,6 +574,7 @@ class TcpStore::Server {
 
   int size_;
   int joined_ = 0;                // clients that presented the secret
+  bool turned_away_ = false;      // a rank's connection found no descriptor: it never joins
   std::vector<bool> identified_;  // by rank: it has been a client (it may have left since)
   std::string secret_;
   // IBCOLL_TIMEOUT: how long the server waits for the ranks to hang up at the end, for a
@@ -538,6 +583,8 @@ class TcpStore::Server {
   std::atomic<bool> linger_no_more_{false};
   int listener_ = -1;
   int bind_errno_ = 0;
+  int spare_fd_ = -1;                 // given up to turn a rank away when out of descriptors
+  Clock::time_point accepts_resume_;  // until then the listener rests (no descriptor to take)
   std::atomic<bool> stop_{false};
   std::vector<Client> clients_;
   std::map<std::string, std::string> values_;

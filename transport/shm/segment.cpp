@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -32,9 +35,7 @@ SharedSegment SharedSegment::create(const std::string& name, size_t bytes) {
     throw_errno("ftruncate of shared segment " + name + " to " + std::to_string(bytes), err);
   }
   try {
-    std::byte* data = map(fd, bytes, name);
-    close(fd);
-    return SharedSegment(name, data, bytes);
+    return SharedSegment(name, fd, map(fd, bytes, name), bytes);
   } catch (...) {
     close(fd);
     shm_unlink(name.c_str());
@@ -49,9 +50,12 @@ SharedSegment SharedSegment::open(const std::string& name, size_t bytes,
     const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
     struct stat info {};
     if (fd >= 0 && fstat(fd, &info) == 0 && static_cast<size_t>(info.st_size) == bytes) {
-      std::byte* data = map(fd, bytes, name);
-      close(fd);
-      return SharedSegment(name, data, bytes);
+      try {
+        return SharedSegment(name, fd, map(fd, bytes, name), bytes);
+      } catch (...) {
+        close(fd);
+        throw;
+      }
     }
     const int err = fd < 0 ? errno : EAGAIN;
     if (fd >= 0) close(fd);
@@ -65,12 +69,37 @@ SharedSegment SharedSegment::open(const std::string& name, size_t bytes,
 }
 
 SharedSegment::SharedSegment(SharedSegment&& other) noexcept
-    : name_(std::move(other.name_)), data_(other.data_), size_(other.size_) {
+    : name_(std::move(other.name_)), fd_(other.fd_), data_(other.data_), size_(other.size_) {
+  other.fd_ = -1;
   other.data_ = nullptr;
 }
 
 SharedSegment::~SharedSegment() {
   if (data_) munmap(data_, size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+void SharedSegment::commit(const std::byte* begin, size_t bytes, const std::string& what) const {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t first = static_cast<size_t>(begin - data_) / page * page;
+  const size_t end = std::min(size_, static_cast<size_t>(begin - data_) + bytes);
+  int rc;
+  do {
+    rc = fallocate(fd_, 0, static_cast<off_t>(first), static_cast<off_t>(end - first));
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0 || errno == EOPNOTSUPP) return;  // where it cannot, the pages come at first touch
+  const int err = errno;
+  struct statvfs fs {};
+  const std::string room = fstatvfs(fd_, &fs) == 0
+                               ? ", " + std::to_string(fs.f_bavail * fs.f_frsize / 1024) +
+                                     " KiB free of " +
+                                     std::to_string(fs.f_blocks * fs.f_frsize / 1024)
+                               : std::string();
+  const bool full = err == ENOSPC || err == ENOMEM;
+  throw Error(Code::system_error, "the node's shared memory (/dev/shm" + room + ") " +
+                                      (full ? "has no room for " : "cannot give pages to ") + what +
+                                      " (" + std::to_string((end - first + 1023) / 1024) +
+                                      " KiB): fallocate: " + std::strerror(err));
 }
 
 size_t SharedSegment::resident_bytes() const {

@@ -1,6 +1,8 @@
 // SharedSegment: a POSIX shared-memory segment (0600) mapped into this process. One local rank
 // creates it, the others open it; once every local rank has mapped it, the creator unlinks the
-// name, so nothing is left behind however the job ends.
+// name, so nothing is left behind however the job ends. Its file is sparse: a part gets pages
+// (commit) before anything touches it, since a touch of a page a full /dev/shm cannot give is
+// a SIGBUS, where a commit that finds no room is an error naming /dev/shm.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +25,9 @@ class SharedSegment {
   ~SharedSegment();
 
   void unlink();  // removes the name; the mapping stays
+  // Gives pages to the bytes [begin, begin + bytes) of the mapping, where it has none yet.
+  // Error(system_error) naming /dev/shm and `what` when the node's shared memory has no room.
+  void commit(const std::byte* begin, size_t bytes, const std::string& what) const;
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   // The bytes of it the kernel has given pages to (its file is sparse: a page exists once some
@@ -30,10 +35,11 @@ class SharedSegment {
   size_t resident_bytes() const;
 
  private:
-  SharedSegment(std::string name, std::byte* data, size_t size)
-      : name_(std::move(name)), data_(data), size_(size) {}
+  SharedSegment(std::string name, int fd, std::byte* data, size_t size)
+      : name_(std::move(name)), fd_(fd), data_(data), size_(size) {}
 
   std::string name_;
+  int fd_ = -1;  // kept for commit
   std::byte* data_ = nullptr;
   size_t size_ = 0;
 };

@@ -30,6 +30,12 @@ size_t pairs(int size) {
 size_t rings_end(int size) {
   return kControlBytes + pairs(size) * Ring::kBytes;
 }
+// The table of answers to `from`'s rendezvous with `to`.
+size_t answers_offset(int from, int to, int size) {
+  const size_t pair =
+      static_cast<size_t>(from) * static_cast<size_t>(size) + static_cast<size_t>(to);
+  return rings_end(size) + pair * Answers::kBytes;
+}
 size_t senders_offset(int size) {
   return rings_end(size) + pairs(size) * Answers::kBytes;
 }
@@ -51,6 +57,25 @@ size_t ShmChannel::segment_bytes(int size) {
   return slots_offset(size) + SlotRegion::bytes(size);
 }
 
+void ShmChannel::commit_shared_parts(const SharedSegment& segment, int size, bool first_two_talk) {
+  segment.commit(segment.data(), kControlBytes, "the local ranks' pids");
+  segment.commit(segment.data() + senders_offset(size), slots_offset(size) - senders_offset(size),
+                 "the bitmaps of senders");
+  segment.commit(segment.data() + slots_offset(size), SlotRegion::kDirectoryBytes,
+                 "the slot directory");
+  if (first_two_talk) {
+    commit_pair(segment, size, 0, 1, "local rank 1");
+    commit_pair(segment, size, 1, 0, "local rank 0");
+  }
+}
+
+void ShmChannel::commit_pair(const SharedSegment& segment, int size, int from, int to,
+                             const std::string& whom) {
+  segment.commit(segment.data() + ring_offset(from, to, size), Ring::kBytes, "the ring to " + whom);
+  segment.commit(segment.data() + answers_offset(from, to, size), Answers::kBytes,
+                 "the answers of " + whom);
+}
+
 size_t ShmChannel::polled_bytes(int size) {
   return static_cast<size_t>(size) * senders_stride(size);
 }
@@ -66,7 +91,7 @@ ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions opt
       size_(size),
       segment_(std::move(segment)),
       options_(options),
-      slots_(segment_.data() + slots_offset(size), size, pids()) {
+      slots_(segment_.data() + slots_offset(size), size, pids(), &segment_) {
   if (size < 1 || static_cast<size_t>(size) * sizeof(pid_t) > kControlBytes) {
     throw Error(Code::invalid_argument,
                 "size: " + std::to_string(size) + " local ranks do not fit a shared segment");
@@ -80,17 +105,11 @@ ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions opt
                                             " bytes, expected " +
                                             std::to_string(segment_bytes(size)));
   }
-  auto pair = [&](int from, int to) {
-    return static_cast<size_t>(from) * static_cast<size_t>(size) + static_cast<size_t>(to);
-  };
   auto ring = [&](int from, int to) { return Ring(segment_.data() + ring_offset(from, to, size)); };
-  // The table of answers to `from`'s rendezvous with `to`.
-  auto answers = [&](int from, int to) {
-    return Answers(segment_.data() + rings_end(size) + pair(from, to) * Answers::kBytes);
-  };
   for (int peer = 0; peer < size; ++peer) {
-    peers_.emplace_back(ring(rank, peer), ring(peer, rank), answers(rank, peer),
-                        answers(peer, rank));
+    peers_.emplace_back(ring(rank, peer), ring(peer, rank),
+                        Answers(segment_.data() + answers_offset(rank, peer, size)),
+                        Answers(segment_.data() + answers_offset(peer, rank, size)));
   }
   seen_senders_.assign(sender_words(size), 0);
   pids()[rank] = getpid();
@@ -267,7 +286,14 @@ int ShmChannel::drain(int peer) {
 int ShmChannel::fill(int peer) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (!p.outgoing.empty() && !p.announced) {
-    // Before the first fragment: the peer starts polling our ring once it sees our bit.
+    // Before the first fragment: the ring and the table of its answers get their pages, and the
+    // peer starts polling our ring once it sees our bit.
+    try {
+      commit_pair(segment_, size_, rank_, peer, who(peer));
+    } catch (const Error& e) {
+      fail_peer(peer, e.status(), false);
+      return 0;
+    }
     p.announced = true;
     sender_word(peer, rank_).fetch_or(uint64_t{1} << (rank_ % 64), std::memory_order_release);
     poll_peer(peer);  // for its answers, and the rest of what we queue

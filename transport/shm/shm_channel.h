@@ -63,6 +63,12 @@ class ShmChannel final : public Channel {
   // Where the ring from local rank `from` to `to` lies in such a segment.
   static size_t ring_offset(int from, int to, int size);
 
+  // Gives pages to what every local rank touches as soon as it attaches (its pid, the bitmaps of
+  // senders, the slot directory) and, where the first two calibrate single copy at start-up,
+  // their rings (a calibration failing on one side would leave the other waiting out its
+  // deadline); its creator's part of the set-up. The other rings, answer tables and slot sets
+  // get theirs at first use. Error(system_error) naming /dev/shm if it has no room.
+  static void commit_shared_parts(const SharedSegment& segment, int size, bool first_two_talk);
   // Every local rank passes the same (attached) segment.
   ShmChannel(int rank, int size, SharedSegment segment, ShmOptions options = {});
 
@@ -165,6 +171,9 @@ class ShmChannel final : public Channel {
   int fill(int peer);
   // The word of `receiver`'s bitmap of senders that holds `sender`'s bit.
   std::atomic_ref<uint64_t> sender_word(int receiver, int sender) const;
+  // Gives pages to the ring from local rank `from` to `to` and its table of answers.
+  static void commit_pair(const SharedSegment& segment, int size, int from, int to,
+                          const std::string& whom);
   void poll_peer(int peer);
   void find_new_senders();
   // False when the front op is a rendezvous that must wait for a free Answers entry.

@@ -132,8 +132,16 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
                       std::to_string(SlotRegion::kEntries) + " live communicators");
     }
     entry_ = free_entry;
-    const int set = free_set(directory);
-    if (set != SlotRegion::kNoSet) clear(region, set);
+    int set = free_set(directory);
+    if (set != SlotRegion::kNoSet) {
+      try {
+        if (!directory.has_pages[set]) region.commit(set);  // a warm one has them
+        clear(region, set);
+      } catch (const Error& e) {  // a full /dev/shm: the communicator goes without slots
+        IBCOLL_LOG(warn, "communicator " << id << " runs without slots: " << e.what());
+        set = SlotRegion::kNoSet;
+      }
+    }
     auto& entry = entries[entry_];
     entry.first_member = first;
     entry.stamp = stamp;

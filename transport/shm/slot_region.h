@@ -16,8 +16,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "transport/shm/process.h"
+#include "transport/shm/segment.h"
 
 namespace ibcoll::transport::shm {
 
@@ -112,15 +114,25 @@ class SlotRegion {
   }
 
   // `base` is 4096-byte aligned, bytes(local_ranks) long, zeroed when created; `pids` is the
-  // segment's table of each local rank's process.
-  SlotRegion(std::byte* base, int local_ranks, const pid_t* pids)
-      : base_(base), local_ranks_(local_ranks), pids_(pids) {}
+  // segment's table of each local rank's process; `segment` (if any) the one it lies in, whose
+  // pages a set is given before it is used.
+  SlotRegion(std::byte* base, int local_ranks, const pid_t* pids,
+             const SharedSegment* segment = nullptr)
+      : base_(base), local_ranks_(local_ranks), pids_(pids), segment_(segment) {}
 
   Directory& directory() const { return *reinterpret_cast<Directory*>(base_); }
   Slot& slot(int set, int local_rank) const {
     return reinterpret_cast<Slot*>(base_ + kDirectoryBytes)[set * local_ranks_ + local_rank];
   }
   int local_ranks() const { return local_ranks_; }
+  // Gives `set`'s slots their pages; Error(system_error) naming /dev/shm when it has no room.
+  void commit(int set) const {
+    if (segment_) {
+      segment_->commit(reinterpret_cast<const std::byte*>(&slot(set, 0)),
+                       sizeof(Slot) * static_cast<size_t>(local_ranks_),
+                       "slot set " + std::to_string(set));
+    }
+  }
   // The process of `local_rank`, and whether it can still answer (a wait checks now and then).
   pid_t pid(int local_rank) const { return pids_[local_rank]; }
   bool alive(int local_rank) const {
@@ -137,6 +149,7 @@ class SlotRegion {
   std::byte* base_;
   int local_ranks_;
   const pid_t* pids_;
+  const SharedSegment* segment_;
 };
 
 }  // namespace ibcoll::transport::shm
