@@ -1,5 +1,7 @@
 #include "transport/verbs/handles.h"
 
+#include <sys/resource.h>
+
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -29,7 +31,19 @@ ProtectionDomain allocate_pd(ibv_context* context) {
 MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length, Access access) {
   MemoryRegion mr(ibv_reg_mr(pd, address, length, static_cast<int>(access)),
                   MemoryRegionDeleter{access});
-  if (!mr) throw_errno("ibv_reg_mr of " + std::to_string(length) + " bytes", errno);
+  if (!mr) {
+    const int err = errno;
+    // Pinned pages count against the locked-memory limit (unless CAP_IPC_LOCK): say it.
+    rlimit locked{};
+    const bool limited = (err == ENOMEM || err == EPERM) &&
+                         getrlimit(RLIMIT_MEMLOCK, &locked) == 0 &&
+                         locked.rlim_cur != RLIM_INFINITY;
+    throw_errno("ibv_reg_mr of " + std::to_string(length) + " bytes" +
+                    (limited ? " (the locked-memory limit, RLIMIT_MEMLOCK or ulimit -l, is " +
+                                   std::to_string(locked.rlim_cur / 1024) + " KiB)"
+                             : std::string()),
+                err);
+  }
   ++live_objects().mrs;
   if (access == Access::peer_writes) ++live_objects().peer_writable_mrs;
   return mr;
