@@ -23,43 +23,22 @@
 #include "base/deadline.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "runtime/bootstrap/store_frames.h"
 
 namespace ibcoll::runtime {
 namespace {
 
-// Frames: u32 length of what follows, then a one-byte op and its body. After the hello, a rank
-// says which it is (kIdentify, u32 rank; answered kAccepted, or kComeBack where that rank has
-// been served already: it opens the job's next store, and this one is on its way out) and,
-// leaving in order, says goodbye (kBye); a rank
-// whose connection ends without one is lost, and a get that can no longer be answered then
-// gets kLost (why) instead of a value. kAskGone (u32 rank) gets a value: why that rank is lost,
-// or empty. kGather (u32 name length, name, this rank's part) is an allgather the server
-// completes: once every rank's part is in, each gets one kValue of every part in rank order
-// (u32 length, part), so an allgather is P requests and P replies, not P gets per rank.
-constexpr char kHello = 'H', kAccepted = 'A', kRejected = 'R', kSet = 'S', kGet = 'G', kValue = 'V',
-               kIdentify = 'I', kBye = 'B', kLost = 'L', kAskGone = 'Q', kGather = 'C',
-               kComeBack = 'K';
-constexpr uint32_t kMaxFrame = 64u << 20;
+using namespace store_frames;
+
 // Shorter secrets are refused unless the store is on loopback (32 random bytes in hex: 64).
 constexpr size_t kMinSecret = 16;
-// Before a client has presented the secret: the only frame it may send (a hello, whose secret
-// is short) and how long it may take, so a stranger can make the server hold neither memory
-// nor a connection for long (nor longer than IBCOLL_TIMEOUT); and how many such clients the
-// server keeps at once.
-constexpr uint32_t kMaxHelloFrame = 1024;
+// Before a client has presented the secret: how long it may take (its frame is kMaxHelloFrame
+// at most), so a stranger can make the server hold neither memory nor a connection for long
+// (nor longer than IBCOLL_TIMEOUT); and how many such clients the server keeps at once.
 constexpr auto kHelloDeadline = std::chrono::seconds(10);
 constexpr size_t kMaxStrangers = 256;
 // Replies a client has not read yet, at most: one that stops reading is dropped, never waited for.
 constexpr size_t kMaxUnread = size_t{4} * kMaxFrame;
-
-std::string frame(char op, const std::string& body) {
-  const uint32_t length = static_cast<uint32_t>(body.size() + 1);
-  std::string out(4, '\0');
-  std::memcpy(out.data(), &length, 4);
-  out += op;
-  out += body;
-  return out;
-}
 
 // Sends what the socket takes now (it is non-blocking): the bytes sent. Throws on an error:
 // peer_failed where the other end closed the connection.
@@ -135,19 +114,6 @@ int connect_within(const addrinfo& a, const Deadline& overall, int& last_errno) 
     return -1;
   }
   return fd;
-}
-
-// Takes one whole frame (of at most `max` bytes) off the front of `buffer`, if there is one.
-bool take_frame(std::string& buffer, char& op, std::string& body, uint32_t max = kMaxFrame) {
-  if (buffer.size() < 4) return false;
-  uint32_t length;
-  std::memcpy(&length, buffer.data(), 4);
-  if (length == 0 || length > max) throw Error(Code::internal, "bootstrap: bad frame");
-  if (buffer.size() < 4 + size_t{length}) return false;
-  op = buffer[4];
-  body = buffer.substr(5, length - 1);
-  buffer.erase(0, 4 + size_t{length});
-  return true;
 }
 
 bool secrets_equal(const std::string& a, const std::string& b) {
@@ -457,18 +423,13 @@ class TcpStore::Server {
     size_t total = 0;
     for (const auto& p : g.parts)
       total += 4 + p->size();
-    std::string body;
-    if (total < kMaxFrame) {
-      body.reserve(total);
-      for (const auto& p : g.parts) {
-        const auto length = static_cast<uint32_t>(p->size());
-        body.append(reinterpret_cast<const char*>(&length), 4).append(*p);
-      }
-    }
+    std::vector<std::string_view> parts;
+    for (const auto& p : g.parts)
+      parts.push_back(*p);
     // Past the frame no client would take it: every rank learns why instead.
     const auto whole = std::make_shared<const std::string>(
         total < kMaxFrame
-            ? frame(kValue, body)
+            ? frame(kValue, joined_parts(parts))
             : frame(kLost, "bootstrap: allgather " + name + " holds " + std::to_string(total) +
                                " bytes, past the TCP store's frame of " +
                                std::to_string(kMaxFrame) + " bytes"));
@@ -510,7 +471,11 @@ class TcpStore::Server {
       if (c.turned_away) return false;  // it has its answer; what it says is read, then dropped
       char op;
       std::string body;
-      while (take_frame(c.in, op, body, c.authenticated ? kMaxFrame : kMaxHelloFrame)) {
+      while (true) {
+        const Taken taken =
+            take_frame(c.in, op, body, c.authenticated ? kMaxFrame : kMaxHelloFrame);
+        if (taken == Taken::malformed) return false;
+        if (taken == Taken::none) break;
         if (!c.authenticated) {
           if (op != kHello || !secrets_equal(body, secret_)) {
             IBCOLL_LOG(warn, "bootstrap: rejected a client that did not present the job secret");
@@ -521,12 +486,10 @@ class TcpStore::Server {
           ++joined_;
           if (!reply(c, kAccepted, "")) return false;
         } else if (op == kSet) {
-          uint32_t key_length;
-          if (body.size() < 4) return false;
-          std::memcpy(&key_length, body.data(), 4);
-          if (body.size() < 4 + size_t{key_length}) return false;
-          std::string key = body.substr(4, key_length);
-          const std::string& value = values_[key] = body.substr(4 + key_length);
+          std::optional<Named> set = split_named(body);
+          if (!set) return false;
+          const std::string& key = set->name;
+          const std::string& value = values_[key] = std::move(set->rest);
           for (int fd : waiters_[key])
             queue_for(fd, frame(kValue, value));
           waiters_.erase(key);
@@ -538,9 +501,8 @@ class TcpStore::Server {
           } else {
             waiters_[body].push_back(c.fd);
           }
-        } else if (op == kIdentify && body.size() == 4 && c.rank < 0) {
-          uint32_t rank;
-          std::memcpy(&rank, body.data(), 4);
+        } else if (op == kIdentify && rank_of(body) && c.rank < 0) {
+          const uint32_t rank = *rank_of(body);
           if (rank >= static_cast<uint32_t>(size_)) return false;
           if (identified_[rank]) {  // the job's next store's client
             reply(c, kComeBack, "");
@@ -549,17 +511,12 @@ class TcpStore::Server {
           identified_[rank] = true;
           c.rank = static_cast<int>(rank);
           if (!reply(c, kAccepted, "")) return false;
-        } else if (op == kAskGone && body.size() == 4) {
-          uint32_t rank;
-          std::memcpy(&rank, body.data(), 4);
-          const auto it = gone_.find(static_cast<int>(rank));
+        } else if (op == kAskGone && rank_of(body)) {
+          const auto it = gone_.find(static_cast<int>(*rank_of(body)));
           if (!reply(c, kValue, it == gone_.end() ? "" : it->second)) return false;
         } else if (op == kGather && c.rank >= 0) {
-          uint32_t name_length;
-          if (body.size() < 4) return false;
-          std::memcpy(&name_length, body.data(), 4);
-          if (body.size() < 4 + size_t{name_length}) return false;
-          if (!gather(c, body.substr(4, name_length), body.substr(4 + name_length))) return false;
+          std::optional<Named> part = split_named(body);
+          if (!part || !gather(c, part->name, std::move(part->rest))) return false;
         } else if (op == kBye) {
           c.said_bye = true;
         } else {
@@ -650,8 +607,7 @@ bool TcpStore::join(const std::string& host, int port, const std::string& secret
   try {
     request(kHello, secret);
     reply();
-    const auto me = static_cast<uint32_t>(rank_);
-    request(kIdentify, std::string(reinterpret_cast<const char*>(&me), 4));
+    request(kIdentify, rank_body(static_cast<uint32_t>(rank_)));
     char op;
     std::string body;
     take_reply(op, body, timeout_);
@@ -724,7 +680,10 @@ std::string TcpStore::reply(std::chrono::milliseconds wait) {
 
 void TcpStore::take_reply(char& op, std::string& body, std::chrono::milliseconds wait) {
   const Deadline deadline(wait);
-  while (!take_frame(in_, op, body)) {
+  while (true) {
+    const Taken taken = take_frame(in_, op, body, kMaxFrame);
+    if (taken == Taken::frame) return;
+    if (taken == Taken::malformed) throw Error(Code::internal, "bootstrap: bad frame");
     if (!wait_for(fd_, POLLIN, deadline)) {
       broken_ = true;  // a late answer would be taken for the next request's
       throw Error(Code::timeout, "bootstrap: the TCP store did not answer within " +
@@ -743,10 +702,7 @@ void TcpStore::take_reply(char& op, std::string& body, std::chrono::milliseconds
 }
 
 void TcpStore::set(const std::string& key, const std::string& value) {
-  std::string body(4, '\0');
-  const uint32_t key_length = static_cast<uint32_t>(key.size());
-  std::memcpy(body.data(), &key_length, 4);
-  request(kSet, body + key + value);
+  request(kSet, named(key, value));
 }
 
 std::string TcpStore::get(const std::string& key) {
@@ -759,8 +715,7 @@ std::string TcpStore::why_gone(int rank) {
   // cannot help, and the caller goes on waiting.
   constexpr std::chrono::milliseconds kAnswerWithin{5000};
   try {
-    const auto r = static_cast<uint32_t>(rank);
-    request(kAskGone, std::string(reinterpret_cast<const char*>(&r), 4));
+    request(kAskGone, rank_body(static_cast<uint32_t>(rank)));
     return reply(std::min(timeout_, kAnswerWithin));
   } catch (const Error& e) {
     IBCOLL_LOG(debug, "bootstrap: cannot ask whether rank " << rank << " is gone: " << e.what());
@@ -769,25 +724,13 @@ std::string TcpStore::why_gone(int rank) {
 }
 
 std::vector<std::string> TcpStore::allgather(const std::string& name, const std::string& mine) {
-  std::string body(4, '\0');
-  const auto name_length = static_cast<uint32_t>(name.size());
-  std::memcpy(body.data(), &name_length, 4);
-  request(kGather, body + name + mine);
-  const std::string whole = reply();
-  std::vector<std::string> all;
-  for (size_t at = 0; at < whole.size();) {
-    uint32_t length = 0;
-    if (whole.size() - at < 4) break;
-    std::memcpy(&length, whole.data() + at, 4);
-    if (whole.size() - at - 4 < length) break;
-    all.push_back(whole.substr(at + 4, length));
-    at += 4 + length;
-  }
-  if (all.size() != static_cast<size_t>(size_)) {
+  request(kGather, named(name, mine));
+  std::optional<std::vector<std::string>> all = split_parts(reply());
+  if (!all || all->size() != static_cast<size_t>(size_)) {
     throw Error(Code::peer_failed,
                 "bootstrap: the TCP store's allgather " + name + " came back malformed");
   }
-  return all;
+  return std::move(*all);
 }
 
 }  // namespace ibcoll::runtime
