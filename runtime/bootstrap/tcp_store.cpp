@@ -241,9 +241,9 @@ class TcpStore::Server {
     while (true) {
       if (stop_.load()) {
         if (stop_requested == Clock::time_point{}) stop_requested = Clock::now();
-        // Serve until every rank has come and gone (or all but those turned away, who never
-        // will), or the linger time is over.
-        if ((clients_.empty() && (joined_ >= size_ || turned_away_)) ||
+        // Serve until every rank has come (joined, or been turned away) and gone, or the
+        // linger time is over: a rank that comes late still learns why the job failed.
+        if ((clients_.empty() && joined_ + turned_away_ >= size_) ||
             Clock::now() - stop_requested > timeout_ || linger_no_more_.load()) {
           return;
         }
@@ -338,10 +338,10 @@ class TcpStore::Server {
     } else {
       clients_.push_back({fd, Clock::now(), {}, {}});
       clients_.back().turned_away = true;
+      ++turned_away_;
       reply(clients_.back(), kLost, why);
     }
     if (lost_.empty()) IBCOLL_LOG(warn, why);
-    turned_away_ = true;
     fail_waiters(why);
   }
 
@@ -531,7 +531,7 @@ class TcpStore::Server {
 
   int size_;
   int joined_ = 0;                // clients that presented the secret
-  bool turned_away_ = false;      // a rank's connection found no descriptor: it never joins
+  int turned_away_ = 0;           // connections that found no descriptor: their ranks never join
   std::vector<bool> identified_;  // by rank: it has been a client (it may have left since)
   std::string secret_;
   // IBCOLL_TIMEOUT: how long the server waits for the ranks to hang up at the end, for a
