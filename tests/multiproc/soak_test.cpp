@@ -207,6 +207,12 @@ TEST(Soak, RandomizedCollectivesStayRightAndMemoryFlat) {
           setenv("IBCOLL_BCAST_ALGO", b.c_str(), 1);
           {
             CapiRank r;
+            if (const char* forced = std::getenv("IBCOLL_TRANSPORT")) {  // rxe.Soak: verbs
+              for (int peer = 0; peer < kRanks; ++peer) {
+                RANK_CHECK(peer == me || ibcoll_transport(r.world(), peer) == std::string(forced),
+                           "rank " + std::to_string(peer) + " is not reached by " + forced);
+              }
+            }
             Soak soak(r.world(), rng, me);
             // A segment ends at its share of the calls, or of the time (rank 0's clock decides
             // for every rank, every 64 calls: 1 ends the segment, 2 the run).
