@@ -5,8 +5,9 @@
 // (or the table's). Every result is checked against its reference. Memory must stay flat: the
 // heap a rank holds after each segment's finalize grows by at most 1 MiB past the first's, and
 // under AddressSanitizer a leak check finds nothing. The calls are drawn from SOAK_SEED (printed,
-// the same on every rank); SOAK_CALLS (100 000) and SOAK_SECONDS (20; 0: none) bound the run,
-// rank 0 deciding when to stop. By hand: SOAK_SECONDS=0 for the whole 100 000.
+// the same on every rank); SOAK_CALLS (100 000) and SOAK_SECONDS (10, 20 under ASan, where
+// leaks show; 0: none) bound the run, rank 0 deciding when to stop. By hand: SOAK_SECONDS=0
+// for the whole 100 000.
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -40,6 +41,11 @@ constexpr int kSegments = 8;
 constexpr size_t kMostInFlight = 4;
 constexpr size_t kMostBytes = size_t{1} << 20;
 constexpr size_t kHeapGrowthAllowed = size_t{1} << 20;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr uint64_t kDefaultSeconds = 20;
+#else
+constexpr uint64_t kDefaultSeconds = 10;
+#endif
 
 uint64_t env_or(const char* name, uint64_t fallback) {
   const char* text = std::getenv(name);
@@ -180,7 +186,8 @@ class Soak {
 
 TEST(Soak, RandomizedCollectivesStayRightAndMemoryFlat) {
   const uint64_t seed = env_or("SOAK_SEED", std::random_device{}());
-  const uint64_t calls = env_or("SOAK_CALLS", 100000), seconds = env_or("SOAK_SECONDS", 20);
+  const uint64_t calls = env_or("SOAK_CALLS", 100000),
+                 seconds = env_or("SOAK_SECONDS", kDefaultSeconds);
   std::printf("replay: SOAK_SEED=%llu SOAK_CALLS=%llu SOAK_SECONDS=%llu\n",
               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(calls),
               static_cast<unsigned long long>(seconds));
