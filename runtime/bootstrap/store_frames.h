@@ -37,11 +37,12 @@ enum class Taken { none, frame, malformed };
 // incomplete; malformed for a length of 0 or past `max` (the buffer is left as it was).
 Taken take_frame(std::string& buffer, char& op, std::string& body, uint32_t max);
 
-// A body of u32 length, name, rest (kSet, kGather); nullopt where the length runs past its end.
+// A body of u32 length, name, rest (kSet, kGather).
 std::string named(std::string_view name, std::string_view rest);
 struct Named {
   std::string name, rest;
 };
+// nullopt where the length runs past the body's end.
 std::optional<Named> split_named(std::string_view body);
 
 // A body of exactly one u32 (kIdentify, kAskGone).

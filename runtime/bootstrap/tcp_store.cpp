@@ -232,7 +232,7 @@ class TcpStore::Server {
     bool authenticated = false;
     int rank = -1;  // once identified
     bool said_bye = false;
-    bool turned_away = false;  // taken only to be told why the store cannot serve it
+    bool without_descriptor = false;  // taken on the spare, only to be told why it cannot be served
   };
 
   void run() {
@@ -302,7 +302,7 @@ class TcpStore::Server {
 
   void accept_client() {
     const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) return turn_away(errno);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) return take_with_the_spare(errno);
     if (fd < 0) return;
     probe_when_idle(fd);
     const size_t strangers = static_cast<size_t>(std::count_if(
@@ -318,15 +318,15 @@ class TcpStore::Server {
     clients_.push_back({fd, Clock::now(), {}, {}});
   }
 
-  // No descriptor for a rank's connection: the spare one is given up to take it and tell it
-  // why, and every rank waiting in an exchange learns it too (that rank will never join).
-  void turn_away(int err) {
+  // No descriptor for a connection: the spare one is given up to take it. Once it shows the
+  // job's secret it is told why it cannot be served, and so is every rank waiting in an exchange
+  // (that rank will never join); a stranger is only dropped.
+  void take_with_the_spare(int err) {
     rlimit limit{};
     getrlimit(RLIMIT_NOFILE, &limit);
-    const std::string why =
-        "bootstrap: the TCP store (on rank 0) cannot take a rank's connection: " +
-        std::string(std::strerror(err)) + " (its RLIMIT_NOFILE is " +
-        std::to_string(limit.rlim_cur) + ")";
+    no_descriptor_ = "bootstrap: the TCP store (on rank 0) cannot take a rank's connection: " +
+                     std::string(std::strerror(err)) + " (its RLIMIT_NOFILE is " +
+                     std::to_string(limit.rlim_cur) + ")";
     int fd = -1;
     if (spare_fd_ >= 0) {
       ::close(spare_fd_);
@@ -335,14 +335,19 @@ class TcpStore::Server {
     }
     if (fd < 0) {
       accepts_resume_ = Clock::now() + std::chrono::milliseconds(100);
-    } else {
-      clients_.push_back({fd, Clock::now(), {}, {}});
-      clients_.back().turned_away = true;
-      ++turned_away_;
-      reply(clients_.back(), kLost, why);
+      return;
     }
-    if (lost_.empty()) IBCOLL_LOG(warn, why);
-    fail_waiters(why);
+    clients_.push_back({fd, Clock::now(), {}, {}});
+    clients_.back().without_descriptor = true;
+  }
+
+  // A rank of the job whose connection came in on the spare: false (drop it once told).
+  bool turn_away(Client& c) {
+    ++turned_away_;
+    if (lost_.empty()) IBCOLL_LOG(warn, no_descriptor_);
+    fail_waiters(no_descriptor_);
+    reply(c, kLost, no_descriptor_);
+    return false;
   }
 
   void drop(size_t i) {
@@ -468,7 +473,6 @@ class TcpStore::Server {
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
       if (n <= 0) return false;
       c.in.append(chunk, static_cast<size_t>(n));
-      if (c.turned_away) return false;  // it has its answer; what it says is read, then dropped
       char op;
       std::string body;
       while (true) {
@@ -482,6 +486,7 @@ class TcpStore::Server {
             reply(c, kRejected, "");
             return false;
           }
+          if (c.without_descriptor) return turn_away(c);
           c.authenticated = true;
           ++joined_;
           if (!reply(c, kAccepted, "")) return false;
@@ -501,18 +506,20 @@ class TcpStore::Server {
           } else {
             waiters_[body].push_back(c.fd);
           }
-        } else if (op == kIdentify && rank_of(body) && c.rank < 0) {
-          const uint32_t rank = *rank_of(body);
-          if (rank >= static_cast<uint32_t>(size_)) return false;
-          if (identified_[rank]) {  // the job's next store's client
+        } else if (op == kIdentify && c.rank < 0) {
+          const std::optional<uint32_t> rank = rank_of(body);
+          if (!rank || *rank >= static_cast<uint32_t>(size_)) return false;
+          if (identified_[*rank]) {  // the job's next store's client
             reply(c, kComeBack, "");
             return false;
           }
-          identified_[rank] = true;
-          c.rank = static_cast<int>(rank);
+          identified_[*rank] = true;
+          c.rank = static_cast<int>(*rank);
           if (!reply(c, kAccepted, "")) return false;
-        } else if (op == kAskGone && rank_of(body)) {
-          const auto it = gone_.find(static_cast<int>(*rank_of(body)));
+        } else if (op == kAskGone) {
+          const std::optional<uint32_t> rank = rank_of(body);
+          if (!rank) return false;
+          const auto it = gone_.find(static_cast<int>(*rank));
           if (!reply(c, kValue, it == gone_.end() ? "" : it->second)) return false;
         } else if (op == kGather && c.rank >= 0) {
           std::optional<Named> part = split_named(body);
@@ -531,7 +538,8 @@ class TcpStore::Server {
 
   int size_;
   int joined_ = 0;                // clients that presented the secret
-  int turned_away_ = 0;           // connections that found no descriptor: their ranks never join
+  int turned_away_ = 0;           // ranks whose connection found no descriptor: they never join
+  std::string no_descriptor_;     // why, for them and the waiters
   std::vector<bool> identified_;  // by rank: it has been a client (it may have left since)
   std::string secret_;
   // IBCOLL_TIMEOUT: how long the server waits for the ranks to hang up at the end, for a
@@ -683,7 +691,10 @@ void TcpStore::take_reply(char& op, std::string& body, std::chrono::milliseconds
   while (true) {
     const Taken taken = take_frame(in_, op, body, kMaxFrame);
     if (taken == Taken::frame) return;
-    if (taken == Taken::malformed) throw Error(Code::internal, "bootstrap: bad frame");
+    if (taken == Taken::malformed) {
+      broken_ = true;  // the stream lost its frames: nothing more can be read from it
+      throw Error(Code::internal, "bootstrap: bad frame");
+    }
     if (!wait_for(fd_, POLLIN, deadline)) {
       broken_ = true;  // a late answer would be taken for the next request's
       throw Error(Code::timeout, "bootstrap: the TCP store did not answer within " +

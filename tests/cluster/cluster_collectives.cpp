@@ -104,9 +104,9 @@ void sweep(ibcoll_comm_t comm) {
   bcast_every_root(comm, DataType::uint8, {0, 7, 65537});
 }
 
-// 12 MiB of int32 (and 3 MiB bcasts) where the table chooses; 4 MiB where an algorithm is
-// forced (its pipeline takes many chunks either way, and 7 forced runs at ~10 MB/s cost CI a
-// minute more).
+// 12 MiB of int32 (and 3 MiB bcasts) where the table chooses; 4 MiB (and 1 MiB bcasts) where an
+// algorithm is forced (its pipeline takes many chunks either way, and 7 forced runs at ~10 MB/s
+// cost CI a minute more).
 void large_calls(ibcoll_comm_t comm) {
   const int me = comm_rank(comm), n = comm_size(comm);
   const char* forced = std::getenv("IBCOLL_ALLREDUCE_ALGO");

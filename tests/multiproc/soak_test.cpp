@@ -56,7 +56,8 @@ size_t heap_in_use() {
 #if defined(__SANITIZE_ADDRESS__)
   return __sanitizer_get_current_allocated_bytes();
 #else
-  return mallinfo2().uordblks;
+  const struct mallinfo2 heap = mallinfo2();
+  return heap.uordblks + heap.hblkhd;  // chunks in the arenas, and those mapped on their own
 #endif
 }
 

@@ -24,6 +24,10 @@ class Ring {
     if (head - counter(64).load(std::memory_order_acquire) == kSlots) return nullptr;
     return slot(head);
   }
+  // Which of the kSlots a slot pointer of this ring is.
+  uint32_t index_of(const std::byte* slot) const {
+    return static_cast<uint32_t>(static_cast<size_t>(slot - base_ - 128) / kSlotBytes);
+  }
   void publish() const {
     auto head = counter(0);
     head.store(head.load(std::memory_order_relaxed) + 1, std::memory_order_release);

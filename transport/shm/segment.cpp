@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
-#include <vector>
 
 #include "base/status.h"
 
@@ -21,6 +20,20 @@ std::byte* map(int fd, size_t bytes, const std::string& name) {
   void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) throw_errno("mmap of shared segment " + name, errno);
   return static_cast<std::byte*>(data);
+}
+
+[[noreturn]] void no_room(int fd, int err, size_t bytes, const std::string& what) {
+  struct statvfs fs {};
+  const std::string room = fstatvfs(fd, &fs) == 0
+                               ? ", " + std::to_string(fs.f_bavail * fs.f_frsize / 1024) +
+                                     " KiB free of " +
+                                     std::to_string(fs.f_blocks * fs.f_frsize / 1024)
+                               : std::string();
+  const bool full = err == ENOSPC || err == ENOMEM;
+  throw Error(Code::system_error, "the node's shared memory (/dev/shm" + room + ") " +
+                                      (full ? "has no room for " : "cannot give pages to ") + what +
+                                      " (" + std::to_string((bytes + 1023) / 1024) +
+                                      " KiB): " + std::strerror(err));
 }
 
 }  // namespace
@@ -88,28 +101,20 @@ void SharedSegment::commit(const std::byte* begin, size_t bytes, const std::stri
     rc = fallocate(fd_, 0, static_cast<off_t>(first), static_cast<off_t>(end - first));
   } while (rc != 0 && errno == EINTR);
   if (rc == 0 || errno == EOPNOTSUPP) return;  // where it cannot, the pages come at first touch
-  const int err = errno;
+  no_room(fd_, errno, end - first, what);
+}
+
+void SharedSegment::check_room(size_t bytes, const std::string& what) const {
   struct statvfs fs {};
-  const std::string room = fstatvfs(fd_, &fs) == 0
-                               ? ", " + std::to_string(fs.f_bavail * fs.f_frsize / 1024) +
-                                     " KiB free of " +
-                                     std::to_string(fs.f_blocks * fs.f_frsize / 1024)
-                               : std::string();
-  const bool full = err == ENOSPC || err == ENOMEM;
-  throw Error(Code::system_error, "the node's shared memory (/dev/shm" + room + ") " +
-                                      (full ? "has no room for " : "cannot give pages to ") + what +
-                                      " (" + std::to_string((end - first + 1023) / 1024) +
-                                      " KiB): fallocate: " + std::strerror(err));
+  if (fstatvfs(fd_, &fs) == 0 && fs.f_bavail * fs.f_frsize < bytes)
+    no_room(fd_, ENOSPC, bytes, what);
 }
 
 size_t SharedSegment::resident_bytes() const {
-  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> resident((size_ + page - 1) / page);
-  if (mincore(data_, size_, resident.data()) != 0) throw_errno("mincore of shared segment", errno);
-  size_t pages = 0;
-  for (unsigned char r : resident)
-    pages += r & 1;
-  return pages * page;
+  // Not mincore: it does not see pages that were committed and not yet touched.
+  struct stat info {};
+  if (fstat(fd_, &info) != 0) throw_errno("fstat of shared segment " + name_, errno);
+  return static_cast<size_t>(info.st_blocks) * 512;
 }
 
 void SharedSegment::unlink() {

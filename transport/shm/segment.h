@@ -28,10 +28,14 @@ class SharedSegment {
   // Gives pages to the bytes [begin, begin + bytes) of the mapping, where it has none yet.
   // Error(system_error) naming /dev/shm and `what` when the node's shared memory has no room.
   void commit(const std::byte* begin, size_t bytes, const std::string& what) const;
+  // Error(system_error) as commit's when the node's shared memory has fewer than `bytes` free:
+  // for a part whose pages come at first touch (a touch of a page that does not come then is
+  // still a SIGBUS, where others fill /dev/shm after the look).
+  void check_room(size_t bytes, const std::string& what) const;
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   // The bytes of it the kernel has given pages to (its file is sparse: a page exists once some
-  // rank touched it, and goes when given back), as mincore sees them.
+  // rank touched or committed it, and goes when given back): what /dev/shm is charged.
   size_t resident_bytes() const;
 
  private:

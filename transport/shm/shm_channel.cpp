@@ -20,6 +20,7 @@ namespace ibcoll::transport::shm {
 namespace {
 
 constexpr size_t kControlBytes = ShmChannel::control_bytes();  // one pid per rank, then rings
+constexpr size_t kRingCounterBytes = 128;                      // a ring's head and tail
 constexpr uint32_t kPollsPerClockRead = 64;
 
 size_t pairs(int size) {
@@ -64,6 +65,8 @@ void ShmChannel::commit_shared_parts(const SharedSegment& segment, int size, boo
   segment.commit(segment.data() + slots_offset(size), SlotRegion::kDirectoryBytes,
                  "the slot directory");
   if (first_two_talk) {
+    segment.commit(segment.data() + ring_offset(0, 1, size), Ring::kBytes, "local rank 0's ring");
+    segment.commit(segment.data() + ring_offset(1, 0, size), Ring::kBytes, "local rank 1's ring");
     commit_pair(segment, size, 0, 1, "local rank 1");
     commit_pair(segment, size, 1, 0, "local rank 0");
   }
@@ -71,9 +74,12 @@ void ShmChannel::commit_shared_parts(const SharedSegment& segment, int size, boo
 
 void ShmChannel::commit_pair(const SharedSegment& segment, int size, int from, int to,
                              const std::string& whom) {
-  segment.commit(segment.data() + ring_offset(from, to, size), Ring::kBytes, "the ring to " + whom);
+  segment.commit(segment.data() + ring_offset(from, to, size), kRingCounterBytes,
+                 "the ring to " + whom);
   segment.commit(segment.data() + answers_offset(from, to, size), Answers::kBytes,
                  "the answers of " + whom);
+  segment.commit(segment.data() + ring_offset(to, from, size), kRingCounterBytes,
+                 "the ring from " + whom);
 }
 
 size_t ShmChannel::polled_bytes(int size) {
@@ -286,8 +292,9 @@ int ShmChannel::drain(int peer) {
 int ShmChannel::fill(int peer) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (!p.outgoing.empty() && !p.announced) {
-    // Before the first fragment: the ring and the table of its answers get their pages, and the
-    // peer starts polling our ring once it sees our bit.
+    // Before the first fragment: the counters of the rings both ways (ours, and the one our
+    // polls of the peer read) and the table of answers get their pages, and the peer starts
+    // polling our ring once it sees our bit.
     try {
       commit_pair(segment_, size_, rank_, peer, who(peer));
     } catch (const Error& e) {
@@ -301,7 +308,19 @@ int ShmChannel::fill(int peer) {
   int fragments = 0;
   while (!p.outgoing.empty()) {
     std::byte* slot = p.to.slot_to_fill();
-    if (!slot || !publish(p, slot, p.outgoing.front())) break;
+    if (!slot) break;
+    // A slot gets its pages at its first use: a ring that carries only small notices holds a
+    // page or two, as when it was only touched.
+    if (const uint32_t bit = 1u << p.to.index_of(slot); !(p.committed_slots & bit)) {
+      try {
+        segment_.commit(slot, Ring::kSlotBytes, "the ring to " + who(peer));
+      } catch (const Error& e) {
+        fail_peer(peer, e.status(), false);
+        return fragments;
+      }
+      p.committed_slots |= bit;
+    }
+    if (!publish(p, slot, p.outgoing.front())) break;
     ++fragments;
   }
   return fragments;

@@ -66,8 +66,9 @@ class ShmChannel final : public Channel {
   // Gives pages to what every local rank touches as soon as it attaches (its pid, the bitmaps of
   // senders, the slot directory) and, where the first two calibrate single copy at start-up,
   // their rings (a calibration failing on one side would leave the other waiting out its
-  // deadline); its creator's part of the set-up. The other rings, answer tables and slot sets
-  // get theirs at first use. Error(system_error) naming /dev/shm if it has no room.
+  // deadline); its creator's part of the set-up. The other rings get theirs at first use (their
+  // counters and answer tables when a sender first sends, each slot when first filled).
+  // Error(system_error) naming /dev/shm if it has no room.
   static void commit_shared_parts(const SharedSegment& segment, int size, bool first_two_talk);
   // Every local rank passes the same (attached) segment.
   ShmChannel(int rank, int size, SharedSegment segment, ShmOptions options = {});
@@ -161,8 +162,9 @@ class ShmChannel final : public Channel {
     std::unordered_map<uint64_t, SendOp> awaiting_answer;    // rendezvous sent, by id
     std::unordered_map<uint64_t, PostedRecv> awaiting_copy;  // rendezvous refused, by id
     size_t waiting = 0;                                      // posted receives for this peer
-    bool announced = false;  // our bit is set in the peer's bitmap of senders
-    bool polled = false;     // in polled_
+    bool announced = false;        // our bit is set in the peer's bitmap of senders
+    uint32_t committed_slots = 0;  // bit i: slot i of our ring to the peer has its pages
+    bool polled = false;           // in polled_
     bool failed = false;
     Status failure;
   };
@@ -171,7 +173,8 @@ class ShmChannel final : public Channel {
   int fill(int peer);
   // The word of `receiver`'s bitmap of senders that holds `sender`'s bit.
   std::atomic_ref<uint64_t> sender_word(int receiver, int sender) const;
-  // Gives pages to the ring from local rank `from` to `to` and its table of answers.
+  // Gives pages to the counters of the rings between local ranks `from` and `to`, both ways,
+  // and to the table of answers to `from`'s rendezvous.
   static void commit_pair(const SharedSegment& segment, int size, int from, int to,
                           const std::string& whom);
   void poll_peer(int peer);

@@ -135,7 +135,7 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
     int set = free_set(directory);
     if (set != SlotRegion::kNoSet) {
       try {
-        if (!directory.has_pages[set]) region.commit(set);  // a warm one has them
+        if (!directory.has_pages[set]) region.check_room(set);  // a warm one has its pages
         clear(region, set);
       } catch (const Error& e) {  // a full /dev/shm: the communicator goes without slots
         IBCOLL_LOG(warn, "communicator " << id << " runs without slots: " << e.what());

@@ -1,7 +1,7 @@
 // SlotBinding: one rank's hold on the slot set of a communicator, through the node's directory
 // (SlotRegion::Directory). The communicator's members on the node share its entry: the first
-// to bind decides, under the directory's lock, between a free set (given pages and cleared
-// for it) and none (every set is held, or the node's shared memory has no room); the others take
+// to bind decides, under the directory's lock, between a free set (cleared for it) and none
+// (every set is held, or the node's shared memory has no room for a cold one); the others take
 // what it decided, so all members agree without a message. When every member has let go, the entry
 // is free again and the set stays warm for the next communicator, or gives its pages back to the
 // kernel when SlotRegion::kWarmSets freed sets are warm already. A rank that dies holding the lock

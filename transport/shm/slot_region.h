@@ -115,7 +115,7 @@ class SlotRegion {
 
   // `base` is 4096-byte aligned, bytes(local_ranks) long, zeroed when created; `pids` is the
   // segment's table of each local rank's process; `segment` (if any) the one it lies in, whose
-  // pages a set is given before it is used.
+  // room is looked at before a cold set is used.
   SlotRegion(std::byte* base, int local_ranks, const pid_t* pids,
              const SharedSegment* segment = nullptr)
       : base_(base), local_ranks_(local_ranks), pids_(pids), segment_(segment) {}
@@ -125,12 +125,12 @@ class SlotRegion {
     return reinterpret_cast<Slot*>(base_ + kDirectoryBytes)[set * local_ranks_ + local_rank];
   }
   int local_ranks() const { return local_ranks_; }
-  // Gives `set`'s slots their pages; Error(system_error) naming /dev/shm when it has no room.
-  void commit(int set) const {
+  // Error(system_error) naming /dev/shm when it has less room than `set`'s slots. A set is not
+  // given its pages ahead (512 KiB per rank, where a small call touches a page per buffer).
+  void check_room(int set) const {
     if (segment_) {
-      segment_->commit(reinterpret_cast<const std::byte*>(&slot(set, 0)),
-                       sizeof(Slot) * static_cast<size_t>(local_ranks_),
-                       "slot set " + std::to_string(set));
+      segment_->check_room(sizeof(Slot) * static_cast<size_t>(local_ranks_),
+                           "slot set " + std::to_string(set));
     }
   }
   // The process of `local_rank`, and whether it can still answer (a wait checks now and then).

@@ -1,6 +1,9 @@
 #include "transport/verbs/handles.h"
 
+#include <linux/capability.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -21,6 +24,18 @@ void report_destroy_failure(const char* what, int rc) {
                                                  << "; is something still using it?");
 }
 
+namespace {
+
+// Whether CAP_IPC_LOCK is in this process's effective set (then RLIMIT_MEMLOCK does not apply).
+bool may_lock_any_memory() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  return data[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32));
+}
+
+}  // namespace
+
 ProtectionDomain allocate_pd(ibv_context* context) {
   ProtectionDomain pd(ibv_alloc_pd(context));
   if (!pd) throw_errno("ibv_alloc_pd", errno);
@@ -33,9 +48,10 @@ MemoryRegion register_memory(ibv_pd* pd, void* address, size_t length, Access ac
                   MemoryRegionDeleter{access});
   if (!mr) {
     const int err = errno;
-    // Pinned pages count against the locked-memory limit (unless CAP_IPC_LOCK): say it.
+    // Pinned pages count against the locked-memory limit, unless the process may lock any:
+    // say it where it applies.
     rlimit locked{};
-    const bool limited = (err == ENOMEM || err == EPERM) &&
+    const bool limited = (err == ENOMEM || err == EPERM) && !may_lock_any_memory() &&
                          getrlimit(RLIMIT_MEMLOCK, &locked) == 0 &&
                          locked.rlim_cur != RLIM_INFINITY;
     throw_errno("ibv_reg_mr of " + std::to_string(length) + " bytes" +
