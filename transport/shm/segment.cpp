@@ -100,8 +100,14 @@ void SharedSegment::commit(const std::byte* begin, size_t bytes, const std::stri
   do {
     rc = fallocate(fd_, 0, static_cast<off_t>(first), static_cast<off_t>(end - first));
   } while (rc != 0 && errno == EINTR);
-  if (rc == 0 || errno == EOPNOTSUPP) return;  // where it cannot, the pages come at first touch
-  no_room(fd_, errno, end - first, what);
+  if (rc != 0 && errno != EOPNOTSUPP) no_room(fd_, errno, end - first, what);
+  // Then faulted in: tmpfs takes back the pages a failed fallocate gave that nobody has touched
+  // yet, in its whole range, which may share a page with one committed here (seen: a ring's
+  // counters gone again, a SIGBUS at the next poll). A fault that finds no room is an error
+  // here, not a SIGBUS.
+  if (madvise(data_ + first, end - first, MADV_POPULATE_READ) != 0 && errno != EINVAL) {
+    no_room(fd_, errno == EFAULT ? ENOSPC : errno, end - first, what);
+  }
 }
 
 void SharedSegment::check_room(size_t bytes, const std::string& what) const {

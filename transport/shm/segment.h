@@ -25,8 +25,9 @@ class SharedSegment {
   ~SharedSegment();
 
   void unlink();  // removes the name; the mapping stays
-  // Gives pages to the bytes [begin, begin + bytes) of the mapping, where it has none yet.
-  // Error(system_error) naming /dev/shm and `what` when the node's shared memory has no room.
+  // Gives pages to the bytes [begin, begin + bytes) of the mapping, where it has none yet, and
+  // maps them. Error(system_error) naming /dev/shm and `what` when the node's shared memory has
+  // no room.
   void commit(const std::byte* begin, size_t bytes, const std::string& what) const;
   // Error(system_error) as commit's when the node's shared memory has fewer than `bytes` free:
   // for a part whose pages come at first touch (a touch of a page that does not come then is
