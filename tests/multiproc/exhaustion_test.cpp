@@ -24,17 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Every rank's init fails with `status`, its error holding each of `words`.
-int init_fails(ibcoll_status_t status, std::initializer_list<const char*> words) {
-  ibcoll_context_t context = nullptr;
-  const ibcoll_status_t s = ibcoll_init(&context);
-  RANK_CHECK(s == status && !context,
-             std::string("init: ") + ibcoll_status_name(s) + ": " + ibcoll_last_error());
-  for (const char* word : words)
-    RANK_CHECK(std::strstr(ibcoll_last_error(), word), ibcoll_last_error());
-  return 0;
-}
-
 // The node's shared memory is a 256 KiB tmpfs (a mount namespace of the test's own, so root):
 // the segment's file is sparse, so it is made, and a page touched past the room would be a
 // SIGBUS. Instead the creator gives pages before use, finds no room, and every rank's init

@@ -39,14 +39,7 @@ TEST(VerbsExhaustion, TooLittleLockedMemoryFailsEveryRanksInitNamingTheLimit) {
           const rlimit little{64 << 10, 64 << 10};
           RANK_CHECK(setrlimit(RLIMIT_MEMLOCK, &little) == 0, "setrlimit");
         }
-        ibcoll_context_t context = nullptr;
-        const ibcoll_status_t s = ibcoll_init(&context);
-        RANK_CHECK(s == IBCOLL_ERR_SYSTEM && !context,
-                   std::string("init: ") + ibcoll_status_name(s) + ": " + ibcoll_last_error());
-        RANK_CHECK(std::strstr(ibcoll_last_error(), "RLIMIT_MEMLOCK") &&
-                       std::strstr(ibcoll_last_error(), "64 KiB"),
-                   ibcoll_last_error());
-        return 0;
+        return init_fails(IBCOLL_ERR_SYSTEM, {"RLIMIT_MEMLOCK", "64 KiB"});
       },
       options));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));

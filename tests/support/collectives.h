@@ -175,6 +175,17 @@ inline void expect_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
              "the call runs " + std::string(chosen ? chosen : "?") + ", not " + name);
 }
 
+// In a rank: its init fails with `status` and no context, the error holding each of `words`.
+inline int init_fails(ibcoll_status_t status, std::initializer_list<const char*> words) {
+  ibcoll_context_t context = nullptr;
+  const ibcoll_status_t s = ibcoll_init(&context);
+  RANK_CHECK(s == status && !context,
+             std::string("init: ") + ibcoll_status_name(s) + ": " + ibcoll_last_error());
+  for (const char* word : words)
+    RANK_CHECK(std::strstr(ibcoll_last_error(), word), ibcoll_last_error());
+  return 0;
+}
+
 // Fails the rank unless `status` is IBCOLL_ERR_PEER_FAILED naming rank `dead` of the job, as
 // the transport that saw it die does ("peer 2 (pid ...) has exited", "peer 2 stopped
 // acknowledging", "UCX connection to peer 2: ...", "job rank 2 (pid ...) has exited" in the
