@@ -234,8 +234,11 @@ Context::~Context() {
 
 // A rank of this node whose process has exited: a call's own liveness check finds one (the
 // slots' waits), which the channels need not have heard of. A PMIx fence would wait for it.
+// Or one that left the node's shared memory for want of room (this one too): the others left
+// without a barrier once they heard of it.
 bool Context::a_node_rank_exited() const {
   if (!shm_) return false;
+  if (shm_->a_rank_left()) return true;
   const transport::shm::SlotRegion& slots = shm_->slots();
   for (int local = 0; local < slots.local_ranks(); ++local) {
     if (!slots.alive(local)) return true;
@@ -628,9 +631,15 @@ std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>
                                               placement_.local_rank(job_.rank()));
   if (group.binding.set() == transport::shm::SlotRegion::kNoSet) {
     if (!said_no_slot_set_) {
-      IBCOLL_LOG(warn, "communicator " << id << " and others run without the slots: all "
-                                       << transport::shm::SlotRegion::kSets
-                                       << " slot sets of this node are held");
+      if (group.binding.lacked_room()) {
+        IBCOLL_LOG(warn, "communicator " << id
+                                         << " runs without the slots: the node's shared memory "
+                                            "(/dev/shm) had no room for a slot set");
+      } else {
+        IBCOLL_LOG(warn, "communicator " << id << " and others run without the slots: all "
+                                         << transport::shm::SlotRegion::kSets
+                                         << " slot sets of this node are held");
+      }
       said_no_slot_set_ = true;
     }
     return std::nullopt;

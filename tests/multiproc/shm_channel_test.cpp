@@ -550,7 +550,7 @@ TEST(ShmChannel, ABurstOfEarlyArrivalsIsGivenBackOnceTaken) {
 // larger than its message, a continued fragment with no message under way, a kind that does
 // not exist, a message begun while another (set aside for a receive not yet posted) is under
 // way. The segment is made here before the ranks fork, so rank 0 can write into its ring
-// by hand.
+// by hand, after a whole message that makes rank 1 poll it.
 TEST(ShmChannel, AMalformedFragmentFailsItsSender) {
   using transport::shm::FragmentHeader;
   using transport::shm::FragmentKind;
@@ -576,6 +576,13 @@ TEST(ShmChannel, AMalformedFragmentFailsItsSender) {
     auto exits = run_ranks(2, [&](int me, int) {
       ShmChannel channel(me, 2, SharedSegment::open(name, bytes, std::chrono::seconds(5)));
       if (me == 0) {
+        // A whole message first, as a sender does, so rank 1 polls this ring.
+        const std::byte one{1};
+        Transfer sent;
+        channel.send(1, 9, &one, 1, record(sent));
+        while (!sent.done)
+          channel.poll();
+        RANK_CHECK(sent.status.ok(), sent.status.to_string());
         const Ring ring(segment.data() + ShmChannel::ring_offset(0, 1, 2));
         for (const FragmentHeader& header : headers) {
           std::memcpy(ring.slot_to_fill(), &header, sizeof(header));

@@ -27,7 +27,8 @@ size_t pairs(int size) {
   return static_cast<size_t>(size) * static_cast<size_t>(size);
 }
 // After the rings: the answer tables, then each rank's bitmap of the ranks that have sent it
-// something (a whole number of cache lines each); then (page aligned) the slot region.
+// something (a whole number of cache lines each), then the bitmap of the ranks that ran out of
+// room; then (page aligned) the slot region.
 size_t rings_end(int size) {
   return kControlBytes + pairs(size) * Ring::kBytes;
 }
@@ -46,10 +47,12 @@ size_t sender_words(int size) {
 size_t senders_stride(int size) {
   return (sender_words(size) * sizeof(uint64_t) + 63) / 64 * 64;
 }
+size_t roomless_offset(int size) {
+  return senders_offset(size) + static_cast<size_t>(size) * senders_stride(size);
+}
 size_t slots_offset(int size) {
-  const size_t senders_end =
-      senders_offset(size) + static_cast<size_t>(size) * senders_stride(size);
-  return (senders_end + 4095) / 4096 * 4096;
+  const size_t bitmaps_end = roomless_offset(size) + senders_stride(size);
+  return (bitmaps_end + 4095) / 4096 * 4096;
 }
 
 }  // namespace
@@ -61,7 +64,7 @@ size_t ShmChannel::segment_bytes(int size) {
 void ShmChannel::commit_shared_parts(const SharedSegment& segment, int size, bool first_two_talk) {
   segment.commit(segment.data(), kControlBytes, "the local ranks' pids");
   segment.commit(segment.data() + senders_offset(size), slots_offset(size) - senders_offset(size),
-                 "the bitmaps of senders");
+                 "the bitmaps of senders and of ranks out of room");
   segment.commit(segment.data() + slots_offset(size), SlotRegion::kDirectoryBytes,
                  "the slot directory");
   if (first_two_talk) {
@@ -119,6 +122,11 @@ ShmChannel::ShmChannel(int rank, int size, SharedSegment segment, ShmOptions opt
   }
   seen_senders_.assign(sender_words(size), 0);
   pids()[rank] = getpid();
+}
+
+std::atomic_ref<uint64_t> ShmChannel::roomless_word(int rank) const {
+  auto* bitmap = reinterpret_cast<uint64_t*>(segment_.data() + roomless_offset(size_));
+  return std::atomic_ref<uint64_t>(bitmap[static_cast<size_t>(rank) / 64]);
 }
 
 std::atomic_ref<uint64_t> ShmChannel::sender_word(int receiver, int sender) const {
@@ -298,7 +306,7 @@ int ShmChannel::fill(int peer) {
     try {
       commit_pair(segment_, size_, rank_, peer, who(peer));
     } catch (const Error& e) {
-      fail_peer(peer, e.status(), false);
+      leave_for_want_of_room(e.status());
       return 0;
     }
     p.announced = true;
@@ -315,7 +323,7 @@ int ShmChannel::fill(int peer) {
       try {
         segment_.commit(slot, Ring::kSlotBytes, "the ring to " + who(peer));
       } catch (const Error& e) {
-        fail_peer(peer, e.status(), false);
+        leave_for_want_of_room(e.status());
         return fragments;
       }
       p.committed_slots |= bit;
@@ -565,9 +573,19 @@ void ShmChannel::check_liveness() {
   for (int peer = 0; peer < size_; ++peer) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (peer == rank_ || p.failed) continue;
+    // What it sent before is still good; a ring it never announced may have no pages to read.
+    if (roomless_word(peer).load(std::memory_order_acquire) & (uint64_t{1} << (peer % 64))) {
+      if (p.polled) drain(peer);
+      fail_peer(
+          peer,
+          Status(Code::peer_failed, who(peer) + " found no room in the node's shared memory "
+                                                "(/dev/shm) and left it (its log names the part)"),
+          true);
+      continue;
+    }
     const pid_t pid = pids()[peer];
     if (pid > 0 && !process_alive(pid)) {
-      drain(peer);  // what it sent before it died is still good
+      if (p.polled) drain(peer);
       fail_peer(
           peer,
           Status(Code::peer_failed, who(peer) + " (pid " + std::to_string(pid) + ") has exited"),
@@ -576,13 +594,35 @@ void ShmChannel::check_liveness() {
   }
 }
 
+// A part this rank needs found no room: its peers could wait on it for ever (a ring it cannot
+// fill, a ring to it nobody polls), so it leaves for all of them, and says so in the segment;
+// their liveness checks fail it, as if it had exited, and spread the word off the node.
+void ShmChannel::leave_for_want_of_room(const Status& why) {
+  IBCOLL_LOG(warn, "this rank leaves the node's shared memory: " << why.message());
+  roomless_word(rank_).fetch_or(uint64_t{1} << (rank_ % 64), std::memory_order_release);
+  for (int peer = 0; peer < size_; ++peer)
+    if (peer != rank_) drop_peer(peer, why);
+}
+
+bool ShmChannel::a_rank_left() const {
+  for (int word = 0; word * 64 < size_; ++word)
+    if (roomless_word(word * 64).load(std::memory_order_acquire) != 0) return true;
+  return false;
+}
+
 void ShmChannel::fail_peer(int peer, const Status& status, bool gone) {
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.failed) return;
+  if (gone && observer_) observer_->peer_gone(*this, peer, status);
+  IBCOLL_LOG(warn, who(peer) << " failed: " << status.message());
+  drop_peer(peer, status);
+}
+
+void ShmChannel::drop_peer(int peer, const Status& status) {
   Peer& p = peers_[static_cast<size_t>(peer)];
   if (p.failed) return;
   p.failed = true;
   p.failure = status;
-  if (gone && observer_) observer_->peer_gone(*this, peer, status);
-  IBCOLL_LOG(warn, who(peer) << " failed: " << status.message());
   for (SendOp& op : p.outgoing)
     completions_.add(std::move(op.done), status, 0);
   p.outgoing.clear();

@@ -17,7 +17,8 @@
 // a page per local rank on each poll, and kept L² pages of the segment in memory.
 //
 // A peer whose process has exited (checked while something waits on it) fails every operation
-// with it.
+// with it; so does one that has left because a part it needed found no room in /dev/shm (it
+// sets its bit in the segment's bitmap of ranks out of room, and fails all its own operations).
 //
 // cancel() withdraws operations: a send not begun is forgotten; one begun in the ring, or whose
 // copy through the ring the receiver awaits, is followed by an `aborted` fragment, and its
@@ -89,6 +90,8 @@ class ShmChannel final : public Channel {
     return p.failed ? &p.failure : nullptr;
   }
   void tell_peers_gone(uint32_t job_rank, Code code) override;
+  // Whether a rank of the node (this one too) has left for want of room in /dev/shm.
+  bool a_rank_left() const;
   int poll() override;
   // Messages waiting for their receive now, and the heap memory their pool holds.
   size_t early_arrivals() const { return matches_.unexpected_count(); }
@@ -198,8 +201,12 @@ class ShmChannel final : public Channel {
   void withdraw_sends(int peer, uint64_t first, uint64_t last);
   Status withdrawn(int peer) const;
   void check_liveness();
-  // `gone`: its process has exited (the observer hears of it), not merely misbehaved.
+  // `gone`: its process has exited or left (the observer hears of it), not merely misbehaved.
   void fail_peer(int peer, const Status& status, bool gone = false);
+  void drop_peer(int peer, const Status& status);  // fail_peer's work, unlogged
+  void leave_for_want_of_room(const Status& why);
+  // The word of the bitmap of ranks out of room that holds `rank`'s bit.
+  std::atomic_ref<uint64_t> roomless_word(int rank) const;
   pid_t* pids() const { return reinterpret_cast<pid_t*>(segment_.data()); }
 
   std::string who(int peer) const;  // "rank 12" (or "peer 3" when unnamed), for messages

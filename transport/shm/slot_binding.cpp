@@ -50,8 +50,7 @@ std::bitset<SlotRegion::kSets> held_sets(const SlotRegion::Directory& directory)
   std::bitset<SlotRegion::kSets> held;
   for (int e = 0; e < SlotRegion::kEntries; ++e) {
     if (directory.id_plus_one[e] == 0) continue;
-    if (const int set = directory.entries[e].set; set != SlotRegion::kNoSet)
-      held.set(static_cast<size_t>(set));
+    if (const int set = directory.entries[e].set; set >= 0) held.set(static_cast<size_t>(set));
   }
   return held;
 }
@@ -139,7 +138,7 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
         clear(region, set);
       } catch (const Error& e) {  // a full /dev/shm: the communicator goes without slots
         IBCOLL_LOG(warn, "communicator " << id << " runs without slots: " << e.what());
-        set = SlotRegion::kNoSet;
+        set = SlotRegion::kNoRoom;
       }
     }
     auto& entry = entries[entry_];
@@ -154,13 +153,15 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
         .store(id + 1, std::memory_order_release);
   }
   ++entries[entry_].bound;
-  set_ = entries[entry_].set;
+  lacked_room_ = entries[entry_].set == SlotRegion::kNoRoom;
+  set_ = lacked_room_ ? SlotRegion::kNoSet : entries[entry_].set;
 }
 
 SlotBinding::SlotBinding(SlotBinding&& other) noexcept
     : region_(std::exchange(other.region_, nullptr)),
       entry_(other.entry_),
       set_(other.set_),
+      lacked_room_(other.lacked_room_),
       local_rank_(other.local_rank_) {}
 
 SlotBinding& SlotBinding::operator=(SlotBinding&& other) noexcept {
@@ -169,6 +170,7 @@ SlotBinding& SlotBinding::operator=(SlotBinding&& other) noexcept {
     region_ = std::exchange(other.region_, nullptr);
     entry_ = other.entry_;
     set_ = other.set_;
+    lacked_room_ = other.lacked_room_;
     local_rank_ = other.local_rank_;
   }
   return *this;
@@ -188,7 +190,7 @@ void SlotBinding::release(bool no_more_binders) noexcept {
     std::atomic_ref<uint32_t>(directory.id_plus_one[entry_]).store(0, std::memory_order_release);
     const int set = entry.set;
     entry = {};
-    if (set != SlotRegion::kNoSet) cool_down(*region_, set);
+    if (set >= 0) cool_down(*region_, set);
   }
   region_ = nullptr;
 }

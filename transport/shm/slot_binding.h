@@ -31,6 +31,8 @@ class SlotBinding {
 
   // The set the communicator uses, or SlotRegion::kNoSet.
   int set() const { return set_; }
+  // Without a set because the node's shared memory had no room for one (not all held).
+  bool lacked_room() const { return lacked_room_; }
   // Lets go, and no member of the node that has not bound yet ever will (the communicator was
   // given up before all its members made it): the entry is free once those that did let go.
   void abandon() noexcept { release(true); }
@@ -41,6 +43,7 @@ class SlotBinding {
   const SlotRegion* region_ = nullptr;
   int entry_ = -1;
   int set_ = SlotRegion::kNoSet;
+  bool lacked_room_ = false;
   int local_rank_ = 0;
 };
 

@@ -79,6 +79,7 @@ class SlotRegion {
   // the later ones run without slots.
   static constexpr int kEntries = 4 * kSets;
   static constexpr int32_t kNoSet = -1;
+  static constexpr int32_t kNoRoom = -2;  // in an entry: no set, for want of room in /dev/shm
   // Freed sets that keep their pages for the next communicator: making one costs a few stores
   // instead of page faults on every member (a dup-use-free loop takes the same set each time).
   // A set freed beyond these gives its pages back, so what freed sets hold stays bounded.
@@ -100,7 +101,7 @@ class SlotRegion {
       // holds an id once).
       uint64_t stamp = 0;
       uint64_t members_digest = 0;
-      int32_t set = kNoSet;  // kNoSet: the communicator runs without slots
+      int32_t set = kNoSet;  // kNoSet, kNoRoom: the communicator runs without slots
       uint32_t members = 0;  // on this node that will bind it
       uint32_t bound = 0;    // members that did
       uint32_t let_go = 0;   // members done with it
