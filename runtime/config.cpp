@@ -70,7 +70,8 @@ const Variable kVariables[] = {
      "only for tests that run out of ids"},
     {"IBCOLL_FAULT", "",
      "for tests: this process fails at the named point (node-calibration: its node's start-up "
-     "calibration); empty: none"},
+     "calibration; qp-error:N: the verbs QP of its Nth work request goes into error once it is "
+     "posted); empty: none"},
     {"IBCOLL_DEVICE", "",
      "verbs device as name[:port]; empty: the active one nearest this rank's cpus (ranks of a "
      "node take turns over equally near ones)"},
@@ -343,9 +344,14 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   const std::string fault = get("IBCOLL_FAULT");
   if (fault == "node-calibration") {
     c.fault = Fault::node_calibration;
+  } else if (fault.starts_with("qp-error:")) {
+    c.fault = Fault::qp_error;
+    c.fault_after =
+        static_cast<uint64_t>(parse_integer("IBCOLL_FAULT", fault.substr(9), 1, 1L << 62));
   } else if (!fault.empty()) {
-    throw Error(Code::invalid_argument,
-                "IBCOLL_FAULT: '" + fault + "' is no fault point (node-calibration, or empty)");
+    throw Error(Code::invalid_argument, "IBCOLL_FAULT: '" + fault +
+                                            "' is no fault point (node-calibration, qp-error:N, "
+                                            "or empty)");
   }
   c.largest_communicator_id = static_cast<uint32_t>(
       parse_integer("IBCOLL_COMM_IDS", get("IBCOLL_COMM_IDS"), 3, CommunicatorIds::kLargest));
@@ -392,6 +398,7 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
   v.timeout = c.timeout;
   v.handshake_retry = parse_duration("IBCOLL_HANDSHAKE_RETRY", get("IBCOLL_HANDSHAKE_RETRY"));
   v.keepalive = c.ucx.keepalive;
+  v.error_qp_after = c.fault == Fault::qp_error ? c.fault_after : 0;
   v.event_channel = c.wait == transport::WaitPolicy::event;
 #endif
   return c;

@@ -135,7 +135,19 @@ TEST(Config, BadValuesNameTheirVariable) {
     expect_error_naming({{"IBCOLL_COMM_IDS", text}}, "IBCOLL_COMM_IDS");
   for (const char* text : {"single_copy", "single_copy=fast", "slots=early,", "cma=wins"})
     expect_error_naming({{"IBCOLL_CALIBRATION_PRETEND", text}}, "IBCOLL_CALIBRATION_PRETEND");
-  expect_error_naming({{"IBCOLL_FAULT", "node_calibration"}}, "IBCOLL_FAULT");
+  for (const char* text : {"node_calibration", "qp-error:", "qp-error:0", "qp-error:soon"})
+    expect_error_naming({{"IBCOLL_FAULT", text}}, "IBCOLL_FAULT");
+}
+
+// A fault point for tests: named, and for qp-error the work request it strikes after.
+TEST(Config, FaultPointsAreParsed) {
+  EXPECT_EQ(Config::from_environment(lookup_in({})).fault, Config::Fault::none);
+  const Config qp = Config::from_environment(lookup_in({{"IBCOLL_FAULT", "qp-error:40"}}));
+  EXPECT_EQ(qp.fault, Config::Fault::qp_error);
+  EXPECT_EQ(qp.fault_after, 40u);
+#ifdef IBCOLL_HAVE_VERBS
+  EXPECT_EQ(qp.verbs.error_qp_after, 40u);
+#endif
 }
 
 // The node-local allreduce thresholds: measured unless set (auto, the default); set, taken as

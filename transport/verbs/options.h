@@ -33,7 +33,10 @@ struct Options {
   std::chrono::milliseconds timeout{60000};        // connection set-up and liveness
   std::chrono::milliseconds handshake_retry{200};  // resend an unanswered handshake
   std::chrono::milliseconds keepalive{1000};       // probe a quiet peer we wait on
-  bool event_channel = false;   // create a completion channel (IBCOLL_WAIT=event)
+  bool event_channel = false;  // create a completion channel (IBCOLL_WAIT=event)
+  // For tests (IBCOLL_FAULT=qp-error:N): the QP of the Nth work request posted goes into error
+  // right after it; 0: never.
+  uint64_t error_qp_after = 0;
   std::string xrc_domain_file;  // the job's, shared by its processes on a node (xrc_domain.h)
   // Why a peer is known gone (its process ended), or empty; asked now and then about a peer
   // whose handshake goes unanswered, which a busy peer cannot tell from a dead one. Set by the

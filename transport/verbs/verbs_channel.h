@@ -361,6 +361,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   Clock::time_point now_ = Clock::now();  // as of the last clock read: liveness needs no more
   Clock::time_point next_tick_{};
   ChannelCounters counters_;
+  uint64_t posted_ = 0;  // work requests posted, for Options::error_qp_after
 };
 
 }  // namespace ibcoll::transport::verbs

@@ -248,7 +248,15 @@ void VerbsChannel::retire_through(SendQueue& queue, uint64_t work_id) {
 bool VerbsChannel::post_on(SendQueue& queue, int peer, ibv_send_wr& wr, const char* what) {
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(queue.qp, &wr, &bad);
-  if (rc == 0) return true;
+  if (rc == 0) {
+    if (++posted_ == options_.error_qp_after) {
+      IBCOLL_LOG(warn, "IBCOLL_FAULT: the QP of work request " << posted_ << " (" << what
+                                                               << " to peer " << peer
+                                                               << ") goes into error");
+      move_to_error(queue.qp);
+    }
+    return true;
+  }
   fail_peer(peer, Status(Code::system_error, std::string("ibv_post_send (") + what + ") to peer " +
                                                  std::to_string(peer) + ": " + std::strerror(rc)));
   return false;

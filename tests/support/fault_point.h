@@ -1,0 +1,192 @@
+// A rank killed at a seeded point of a collective, and what its survivors must see: shared by
+// the fault matrix between forked ranks (host, VM) and across the guests of ci/rxe-cluster.
+//
+// The point is drawn from the seed: which rank dies (a bcast's root too), after how many calls,
+// how far into its call (a fraction of its last call's time: the call may have ended, leaving a
+// rank that dies between calls), the size, and whether node-local messages are read straight
+// from the sender (CMA) or go through the rings. The victim starts its fatal call and dies
+// inside it; a survivor calls until one fails, checking every result before; the failure names
+// the dead rank; nothing lands in its buffer afterwards; its next call fails at once.
+#pragma once
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/support/collectives.h"
+
+namespace ibcoll::testing {
+
+struct FaultPoint {
+  int victim = 0, root = 0;
+  int calls_before = 0;    // calls the victim completes before the fatal one
+  double into_call = 0.0;  // how far into the fatal call the victim dies (of its last call's time)
+  size_t count = 0;        // float64 elements for allreduce, bytes for bcast
+  bool single_copy = false;
+
+  std::string describe() const {
+    return "rank " + std::to_string(victim) + " dies in call " + std::to_string(calls_before) +
+           ", " + std::to_string(static_cast<int>(into_call * 100)) + "% into it, count " +
+           std::to_string(count) + ", root " + std::to_string(root) +
+           (single_copy ? ", single copy" : ", rings");
+  }
+};
+
+inline constexpr int kMoreCallsAfterTheDeath =
+    20;  // a survivor's calls after the fatal one, at most
+
+// The sizes a draw takes from: small (eager, checked calls riding the check), medium, and
+// large (rendezvous, pipelined segments), within what the algorithm takes; `largest` caps
+// them (bytes per rank) where the network is slow.
+inline FaultPoint draw_fault_point(uint64_t seed, const collectives::Algorithm& a, int ranks,
+                                   size_t largest = SIZE_MAX) {
+  std::mt19937_64 generator(seed);
+  auto below = [&](uint64_t n) { return static_cast<int>(generator() % n); };
+  const bool allreduce = a.collective == collectives::Collective::allreduce;
+  const size_t element = allreduce ? sizeof(double) : 1;
+  const bool reads_straight = std::string(a.name) == "single_copy";
+  std::vector<size_t> counts;
+  for (size_t c : allreduce ? std::vector<size_t>{1, 1000, 65537, 262144}
+                            : std::vector<size_t>{100, 8000, 65537, size_t{2} << 20}) {
+    if (c * element <= std::min(a.max_bytes, largest) &&
+        (!reads_straight || c * element >= (64 << 10)))
+      counts.push_back(c);
+  }
+  FaultPoint p;
+  p.victim = below(static_cast<uint64_t>(ranks));
+  p.root = allreduce ? 0 : below(static_cast<uint64_t>(ranks));
+  p.calls_before = 1 + below(3);
+  p.into_call = static_cast<double>(below(1250)) / 1000.0;
+  p.count = counts[static_cast<size_t>(below(counts.size()))];
+  p.single_copy = reads_straight || below(2) == 1;
+  return p;
+}
+
+// The fault's input to the allreduce (the rank's exact inputs), and what every rank's call
+// leaves in its buffer: the reduced inputs, or the root's bytes.
+inline std::vector<double> fault_input(const collectives::Algorithm& a, const FaultPoint& p,
+                                       int me) {
+  std::vector<double> input(p.count);
+  if (a.collective == collectives::Collective::allreduce) {
+    const auto mine = testing::input(DataType::float64, ReduceOp::sum, me, p.count);
+    std::memcpy(input.data(), mine.data(), mine.size());
+  }
+  return input;
+}
+inline std::vector<std::byte> fault_result(const collectives::Algorithm& a, const FaultPoint& p,
+                                           int ranks) {
+  if (a.collective == collectives::Collective::allreduce)
+    return reference(DataType::float64, ReduceOp::sum, ranks, p.count);
+  std::vector<std::byte> bytes(p.count);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = pattern(p.root, p.count, i);
+  return bytes;
+}
+
+// One call of the case's collective on `buffer` (the allreduce's result; its input is `input`),
+// blocking or, with `request`, started only.
+inline ibcoll_status_t fault_call(const collectives::Algorithm& a, const FaultPoint& p,
+                                  const std::vector<double>& input, std::vector<std::byte>& buffer,
+                                  ibcoll_comm_t comm, ibcoll_request_t* request = nullptr) {
+  if (a.collective == collectives::Collective::allreduce) {
+    auto* out = reinterpret_cast<double*>(buffer.data());
+    return request ? ibcoll_iallreduce(input.data(), out, p.count, IBCOLL_FLOAT64, IBCOLL_SUM, comm,
+                                       request)
+                   : ibcoll_allreduce(input.data(), out, p.count, IBCOLL_FLOAT64, IBCOLL_SUM, comm);
+  }
+  return request ? ibcoll_ibcast(buffer.data(), p.count, IBCOLL_UINT8, p.root, comm, request)
+                 : ibcoll_bcast(buffer.data(), p.count, IBCOLL_UINT8, p.root, comm);
+}
+
+// The victim: its calls before, then the fatal one started and driven for its share of the
+// last call's time, then `last_words` (the host writes its time of death), then death.
+[[noreturn]] inline void die_at_the_point(const collectives::Algorithm& a, const FaultPoint& p,
+                                          ibcoll_comm_t comm, const std::vector<double>& input,
+                                          std::vector<std::byte>& buffer,
+                                          const std::function<void()>& last_words) {
+  using Clock = std::chrono::steady_clock;
+  Clock::duration last{};
+  for (int i = 0; i < p.calls_before; ++i) {
+    const auto start = Clock::now();
+    RANK_CHECK(fault_call(a, p, input, buffer, comm) == IBCOLL_SUCCESS, ibcoll_last_error());
+    last = Clock::now() - start;
+  }
+  ibcoll_request_t request = nullptr;
+  RANK_CHECK(fault_call(a, p, input, buffer, comm, &request) == IBCOLL_SUCCESS,
+             ibcoll_last_error());
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(last * p.into_call);
+  int done = 0;
+  while (!done && Clock::now() < until)
+    ibcoll_test(request, &done);
+  last_words();
+  raise(SIGKILL);
+  std::abort();
+}
+
+// Fails the rank unless the bytes of `buffer` stay `mark` for 300 ms of progress: nothing of a
+// call that returned may land there any more (a late message delivered, a late RDMA write).
+inline void expect_left_alone(ibcoll_context_t context, std::vector<std::byte>& buffer) {
+  constexpr auto kMark = std::byte{0x5A};
+  std::fill(buffer.begin(), buffer.end(), kMark);
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+       std::chrono::steady_clock::now() < until;)
+    ibcoll_progress(context);
+  for (size_t i = 0; i < buffer.size(); ++i)
+    RANK_CHECK(buffer[i] == kMark,
+               "byte " + std::to_string(i) + " of the buffer changed after its call had failed");
+}
+
+struct Survival {
+  int failed_call = 0;  // the index of the survivor's call that failed
+  std::chrono::steady_clock::time_point failed_at;
+  double failed_call_seconds = 0;  // from that call's start to its failure
+  std::string error;               // its message
+};
+
+// A survivor: calls until one fails (at most kMoreCallsAfterTheDeath after the fatal one; then
+// an allreduce of the communicator, which needs the dead rank), checking every result before;
+// the failure must name the dead rank; then nothing may land in its buffer, and its next call
+// must fail at once.
+inline Survival survive(const collectives::Algorithm& a, const FaultPoint& p,
+                        ibcoll_context_t context, ibcoll_comm_t comm, int me,
+                        const std::vector<double>& input, std::vector<std::byte>& buffer,
+                        const std::vector<std::byte>& want) {
+  using Clock = std::chrono::steady_clock;
+  Survival s;
+  ibcoll_status_t status = IBCOLL_SUCCESS;
+  auto start = Clock::now();
+  for (; s.failed_call <= p.calls_before + kMoreCallsAfterTheDeath; ++s.failed_call) {
+    if (a.collective == collectives::Collective::allreduce || me != p.root)
+      std::fill(buffer.begin(), buffer.end(), std::byte{0xEE});
+    start = Clock::now();
+    status = fault_call(a, p, input, buffer, comm);
+    if (status != IBCOLL_SUCCESS) break;
+    RANK_CHECK(buffer == want,
+               "call " + std::to_string(s.failed_call) + " succeeded with a wrong result");
+  }
+  if (status == IBCOLL_SUCCESS) {
+    int64_t one = 1;
+    start = Clock::now();
+    status = ibcoll_allreduce(IBCOLL_IN_PLACE, &one, 1, IBCOLL_INT64, IBCOLL_SUM, comm);
+    RANK_CHECK(status != IBCOLL_SUCCESS,
+               "an allreduce of the world succeeded without its dead rank");
+  }
+  s.failed_at = Clock::now();
+  s.failed_call_seconds = std::chrono::duration<double>(s.failed_at - start).count();
+  s.error = ibcoll_last_error();
+  expect_dead_rank_named(status, p.victim, "the first failed call");
+  expect_left_alone(context, buffer);
+  const auto again = Clock::now();
+  RANK_CHECK(fault_call(a, p, input, buffer, comm) == IBCOLL_ERR_PEER_FAILED,
+             std::string("the call after the failure: ") + ibcoll_last_error());
+  RANK_CHECK(Clock::now() - again < std::chrono::seconds(2),
+             "the call after the failure waited, as if the dead rank could still answer");
+  return s;
+}
+
+}  // namespace ibcoll::testing
