@@ -253,39 +253,6 @@ std::string Config::shared_settings() const {
   return lines;
 }
 
-void check_shared_settings(const std::vector<std::string>& settings) {
-  auto lines_of = [](const std::string& text) {
-    std::vector<std::string> lines;
-    for (size_t at = 0, end; at < text.size(); at = end + 1) {
-      end = text.find('\n', at);
-      if (end == std::string::npos) end = text.size();
-      lines.push_back(text.substr(at, end - at));
-    }
-    return lines;
-  };
-  const std::vector<std::string> reference = lines_of(settings.at(0));
-  std::string differences;
-  for (size_t line = 0; line < reference.size(); ++line) {
-    const std::string& want = reference[line];
-    const std::string name = want.substr(0, want.find('='));
-    std::string others;
-    for (size_t r = 1; r < settings.size(); ++r) {
-      const std::vector<std::string> theirs = lines_of(settings[r]);
-      const std::string got = line < theirs.size() ? theirs[line] : name + "=?";
-      if (got != want)
-        others += ", rank " + std::to_string(r) + " has " + got.substr(name.size() + 1);
-    }
-    if (!others.empty()) {
-      differences += (differences.empty() ? "" : "; ") + name + ": rank 0 has " +
-                     want.substr(name.size() + 1) + others;
-    }
-  }
-  if (!differences.empty()) {
-    throw Error(Code::invalid_argument,
-                "settings that every rank must have alike differ: " + differences);
-  }
-}
-
 Config Config::from_environment() {
   warn_about_unknown_variables();
   return from_environment([](const char* name) { return std::getenv(name); });

@@ -77,10 +77,6 @@ struct Config {
   std::string shared_settings() const;
 };
 
-// Error(invalid_argument) naming each setting on which a rank's shared_settings() differs from
-// rank 0's, and those ranks; `settings` is every rank's, by rank.
-void check_shared_settings(const std::vector<std::string>& settings);
-
 // IBCOLL_TIMEOUT=0: no deadline (a century, so that deadlines computed from it never overflow).
 inline constexpr std::chrono::milliseconds kNoTimeout = std::chrono::hours(24 * 365 * 100);
 std::chrono::milliseconds parse_timeout(const std::string& text);

@@ -6,6 +6,7 @@
 #include "runtime/bootstrap/bootstrap_choice.h"
 #include "runtime/bootstrap/local_launch.h"
 #include "runtime/bootstrap/set_up_exchange.h"
+#include "runtime/set_up_records.h"
 
 namespace ibcoll::runtime {
 namespace {
@@ -62,15 +63,15 @@ Job::Start Job::agree_on_start(Bootstrap& bootstrap) {
   Start start;
   const std::vector<std::string> all = exchange_set_up(bootstrap, "start", [&] {
     start.config = configure();
-    return (bootstrap.rank() == 0 ? random_secret() : std::string()) + "\n" +
-           start.config.shared_settings();
+    return start_record(
+        {bootstrap.rank() == 0 ? random_secret() : std::string(), start.config.shared_settings()});
   });
   std::vector<std::string> settings;
   for (const std::string& part : all)
-    settings.push_back(part.substr(part.find('\n') + 1));
+    settings.push_back(read_start_record(part).settings);
   check_shared_settings(settings);
   start.launch =
-      identify(LaunchInfo{bootstrap.rank(), bootstrap.size(), all[0].substr(0, all[0].find('\n'))});
+      identify(LaunchInfo{bootstrap.rank(), bootstrap.size(), read_start_record(all[0]).secret});
   return start;
 }
 

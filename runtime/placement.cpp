@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "runtime/bootstrap/set_up_exchange.h"
+#include "runtime/set_up_records.h"
 
 namespace ibcoll::runtime {
 
@@ -49,29 +50,25 @@ topo::CpuSet Placement::cpus_in_topology() const {
 
 Placement exchange_placement(Bootstrap& bootstrap, const Config& config) {
   Placement mine;
-  // "NODE\nCPUS\nPACKAGE" from each rank: a node name is one line (Config checks IBCOLL_NODE).
+  // A node name is one line (Config checks IBCOLL_NODE).
   const std::vector<std::string> all = exchange_set_up(bootstrap, "placement", [&] {
     mine.node = this_node(config);
     mine.cpus = topo::CpuSet::of_this_process();
     mine.topology = topo::Topology::load(config.topology);
     const int package = mine.topology->place_of(mine.cpus_in_topology()).package;
-    return mine.node + "\n" + mine.cpus.to_list() + "\n" + std::to_string(package);
+    return place_record({mine.node, mine.cpus.to_list(), package});
   });
   std::map<std::string, int> node_numbers;
   mine.places.resize(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
-    const std::string what = "rank " + std::to_string(r) + "'s placement";
-    const size_t first = all[r].find('\n');
-    const size_t second = first == std::string::npos ? first : all[r].find('\n', first + 1);
-    if (second == std::string::npos) throw Error(Code::mismatch, what + " is malformed");
-    const std::string node = all[r].substr(0, first);
+    const PlaceRecord place = read_place_record(all[r], static_cast<int>(r));
     const int number =
-        node_numbers.try_emplace(node, static_cast<int>(node_numbers.size())).first->second;
-    mine.places[r] = {number, std::atoi(all[r].c_str() + second + 1)};
-    if (node != mine.node) continue;
+        node_numbers.try_emplace(place.node, static_cast<int>(node_numbers.size())).first->second;
+    mine.places[r] = {number, place.package};
+    if (place.node != mine.node) continue;
     mine.node_ranks.push_back(static_cast<int>(r));
     mine.node_bindings.push_back(
-        topo::CpuSet::from_list(all[r].substr(first + 1, second - first - 1), what));
+        topo::CpuSet::from_list(place.cpus, "rank " + std::to_string(r) + "'s placement"));
   }
   return mine;
 }

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "runtime/bootstrap/set_up_exchange.h"
+#include "runtime/set_up_records.h"
 #include "transport/shm/single_copy_calibration.h"
 
 namespace ibcoll::runtime {
@@ -40,8 +41,8 @@ std::string single_copy_verdict_text(transport::shm::ShmChannel& channel, int lo
     pretended = pretended_note(config.pretend);
   }
   const transport::shm::SingleCopyVerdict verdict = transport::shm::single_copy_verdict(measured);
-  return std::to_string(verdict.sizes.from) + " " + std::to_string(verdict.sizes.below) + " " +
-         (measured.refused ? "1" : "0") + "\n" + verdict.summary + pretended;
+  return single_copy_record(
+      {verdict.sizes.from, verdict.sizes.below, measured.refused, verdict.summary + pretended});
 }
 
 }  // namespace
@@ -95,17 +96,13 @@ OpenedShm open_shm_channel(Job& job, const std::vector<int>& node_ranks, const s
     return single_copy_verdict_text(channel, local_rank, job.config());
   });
   if (calibrate) {
-    const std::string& verdict = parts[static_cast<size_t>(node_ranks[0])];
-    size_t at = 0;
-    const size_t from = std::stoul(verdict, &at);
-    size_t more = 0;
-    const size_t below = std::stoul(verdict.substr(at), &more);
-    const bool does_not_work = verdict.at(at + more + 1) == '1';
-    const std::string summary = verdict.substr(verdict.find('\n') + 1);
-    channel.set_single_copy({from, below}, "measured at start-up: " + summary);
-    if (from == 0) {
-      opened.single_copy_off =
-          does_not_work ? "single copy does not work here" : "single copy loses to the rings here";
+    const SingleCopyRecord verdict =
+        read_single_copy_record(parts[static_cast<size_t>(node_ranks[0])], node_ranks[0]);
+    channel.set_single_copy({verdict.from, verdict.below},
+                            "measured at start-up: " + verdict.summary);
+    if (verdict.from == 0) {
+      opened.single_copy_off = verdict.refused ? "single copy does not work here"
+                                               : "single copy loses to the rings here";
     }
   } else {
     channel.set_single_copy(channel.single_copy(), "IBCOLL_SHM_SINGLE_COPY");

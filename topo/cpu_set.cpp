@@ -3,6 +3,7 @@
 #include <hwloc.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <new>
@@ -46,9 +47,17 @@ CpuSet& CpuSet::operator=(CpuSet&& other) noexcept {
 CpuSet CpuSet::from_list(const std::string& list, const std::string& what) {
   CpuSet set;
   // hwloc's parser accepts some junk silently ("3-" as 3 to infinity): check the characters and
-  // that the set is finite.
+  // that the set is finite. A bitmap as long as its largest number is allocated: no number may
+  // pass kMostCpus.
   const bool plain = list.find_first_not_of("0123456789,-") == std::string::npos;
-  if (list.empty() || !plain || hwloc_bitmap_list_sscanf(set.bitmap_, list.c_str()) != 0 ||
+  bool small = true;
+  for (size_t at = list.find_first_of("0123456789"); small && at != std::string::npos;) {
+    const size_t end = std::min(list.find_first_not_of("0123456789", at), list.size());
+    small = end - at <= 7 && std::stoul(list.substr(at, end - at)) < kMostCpus;
+    at = list.find_first_of("0123456789", end);
+  }
+  if (list.empty() || !plain || !small ||
+      hwloc_bitmap_list_sscanf(set.bitmap_, list.c_str()) != 0 ||
       hwloc_bitmap_weight(set.bitmap_) < 0) {
     throw Error(Code::invalid_argument,
                 what + ": '" + list + "' is not a list of processing units (e.g. 0-3,8)");

@@ -10,6 +10,8 @@ namespace ibcoll::topo {
 
 class CpuSet {
  public:
+  static constexpr unsigned long kMostCpus = 1 << 20;  // processing unit numbers stay below
+
   CpuSet();  // empty
   ~CpuSet();
   CpuSet(const CpuSet& other);

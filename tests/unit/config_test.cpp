@@ -8,6 +8,7 @@
 #include "base/status.h"
 #include "runtime/bootstrap/launch_env.h"
 #include "runtime/config.h"
+#include "runtime/set_up_records.h"
 
 namespace ibcoll::runtime {
 namespace {
