@@ -1,12 +1,15 @@
 // One rank of a job across the nodes of ci/rxe-cluster that loses members mid-collective:
 //
-//   cluster_failures LAYOUT kill-rank    the last rank kills itself (SIGKILL) inside a call
-//   cluster_failures LAYOUT stop-node    the last node powers off (every rank on it gone at once)
+//   cluster_failures LAYOUT kill-rank [SEED]   the last rank kills itself (SIGKILL) in a call
+//   cluster_failures LAYOUT stop-node [SEED]   the last node powers off (its ranks gone at once)
 //
-// Every rank calls 1 MiB allreduces on the world in a loop; the victims go after a few. Each
-// survivor's pending call must fail within seconds (kDetectSeconds, far below IBCOLL_TIMEOUT)
-// with an error naming a lost rank; the survivor then frees its communicator, finalizes and
-// exits 0. Run with cluster-run --may-fail naming the victims.
+// The call and the point are drawn from the seed (the job secret's unless given; printed): an
+// algorithm that spans nodes, forced, and a fault point of it (tests/support/fault_point.h), whose
+// victim is the last rank, or the last node's first, which powers the node off. Every survivor
+// checks each result until a call fails; that call must come no earlier than the one before the
+// fatal one, fail within seconds (kDetectSeconds, far below IBCOLL_TIMEOUT) as a lost peer
+// naming a lost rank; the survivor then frees its communicator, finalizes and exits 0. Run with
+// cluster-run --may-fail naming the victims.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -21,12 +24,16 @@
 
 #include "tests/cluster/layout.h"
 #include "tests/support/collectives.h"
+#include "tests/support/fault_point.h"
 
 namespace ibcoll::testing {
 namespace {
 
-constexpr int kCallsBeforeLoss = 5;
+using collectives::Algorithm;
+using collectives::Collective;
+
 constexpr double kDetectSeconds = 30;  // a silent node is seen in ~10 s on a 2 s keepalive
+constexpr size_t kLargest = 1 << 20;   // bytes per rank: the emulated network is slow
 
 // The node's off mark first: ci/cluster-netwatch then knows its silence is no network fault.
 void stop_this_node() {
@@ -42,7 +49,15 @@ void stop_this_node() {
   pause();  // the node is going down
 }
 
-int run(const std::vector<int>& layout, const std::string& scenario) {
+// The algorithms that run on a communicator spanning nodes: those of the slots run inside one.
+std::vector<const Algorithm*> spanning_algorithms() {
+  std::vector<const Algorithm*> spanning;
+  for (const Algorithm& a : collectives::algorithms())
+    if (!a.uses_slots) spanning.push_back(&a);
+  return spanning;
+}
+
+int run(const std::vector<int>& layout, const std::string& scenario, uint64_t seed) {
   int size = 0;
   for (int count : layout)
     size += count;
@@ -56,6 +71,16 @@ int run(const std::vector<int>& layout, const std::string& scenario) {
     for (int r = last_node_first; r < size; ++r)
       victims.push_back(r);
   }
+  const auto spanning = spanning_algorithms();
+  const Algorithm& a = *spanning[seed % spanning.size()];
+  FaultPoint p = draw_fault_point(seed, a, size, kLargest);
+  p.victim = victims.front();
+  std::printf("%s %s: %s (replay: cluster_failures LAYOUT %s %llu)\n",
+              collectives::collective_name(a.collective), a.name, p.describe().c_str(),
+              scenario.c_str(), static_cast<unsigned long long>(seed));
+  const bool allreduce = a.collective == Collective::allreduce;
+  setenv(allreduce ? "IBCOLL_ALLREDUCE_ALGO" : "IBCOLL_BCAST_ALGO", a.name, 1);
+  setenv("IBCOLL_SHM_SINGLE_COPY", p.single_copy ? "4K" : "0", 1);
 
   ibcoll_context_t context = nullptr;
   ibcoll_comm_t world = nullptr;
@@ -65,31 +90,32 @@ int run(const std::vector<int>& layout, const std::string& scenario) {
   RANK_CHECK(ibcoll_comm_split(world, 0, 0, &comm) == IBCOLL_SUCCESS, ibcoll_last_error());
   const int me = comm_rank(comm);
   const bool victim = std::find(victims.begin(), victims.end(), me) != victims.end();
-
-  constexpr size_t kCount = 256 << 10;  // 1 MiB of int32: a call long enough to be inside
-  std::vector<int32_t> in(kCount, me), out(kCount);
+  FaultCase c = enter_fault_case(a, p, comm, me, size);
+  if (me == p.victim) {
+    die_at_the_point(a, p, comm, c.input, c.buffer, [&] {
+      if (scenario == "stop-node") stop_this_node();
+    });
+  }
   for (int call = 0;; ++call) {
-    if (victim && call == kCallsBeforeLoss) {
-      if (scenario == "kill-rank") raise(SIGKILL);
-      if (me == last_node_first) stop_this_node();
-    }
+    if (allreduce || me != p.root) std::fill(c.buffer.begin(), c.buffer.end(), std::byte{0xEE});
     const auto start = std::chrono::steady_clock::now();
-    const ibcoll_status_t status =
-        ibcoll_allreduce(in.data(), out.data(), kCount, IBCOLL_INT32, IBCOLL_SUM, comm);
+    const ibcoll_status_t status = fault_call(a, p, c.input, c.buffer, comm);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (status == IBCOLL_SUCCESS) {
-      RANK_CHECK(call < kCallsBeforeLoss + 1000, "the lost ranks were never noticed");
+      RANK_CHECK(victim || c.buffer == c.want,
+                 "call " + std::to_string(call) + " succeeded with a wrong result");
+      RANK_CHECK(call < p.calls_before + 1000, "the lost ranks were never noticed");
       continue;
     }
     const std::string error = ibcoll_last_error();
     std::printf("call %d failed after %.1f s: %s\n", call, seconds, error.c_str());
     RANK_CHECK(!victim || scenario == "stop-node", "a victim's call failed: " + error);
     if (victim) pause();  // its node is going down
-    // A victim that returned from call k-1 knows every rank entered it, so every rank finished
-    // call k-2; call k-1 itself may still need a victim's part (a node powers off when its
-    // first rank is done, whatever its other ranks still had to send).
-    RANK_CHECK(call >= kCallsBeforeLoss - 1, "a call failed before anyone was lost: " + error);
+    // The victim returned from its call before the fatal one, so every rank had ended the one
+    // before that; the call just before the fatal one may still need a victim's messages (a
+    // bcast's root returns early; a node powers off whatever its other ranks still had to send).
+    RANK_CHECK(call >= p.calls_before - 1, "a call failed before anyone was lost: " + error);
     RANK_CHECK(status == IBCOLL_ERR_PEER_FAILED, std::string("the loss ended the call with ") +
                                                      ibcoll_status_name(status) +
                                                      ", not as a lost peer: " + error);
@@ -116,9 +142,10 @@ int run(const std::vector<int>& layout, const std::string& scenario) {
 }  // namespace ibcoll::testing
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s LAYOUT kill-rank|stop-node\n", argv[0]);
+  if (argc < 3 || argc > 4) {
+    std::fprintf(stderr, "usage: %s LAYOUT kill-rank|stop-node [SEED]\n", argv[0]);
     return 2;
   }
-  return ibcoll::testing::run(ibcoll::testing::parse_layout(argv[1]), argv[2]);
+  const uint64_t seed = ibcoll::testing::seed_of_the_job(argc > 3 ? argv[3] : nullptr);
+  return ibcoll::testing::run(ibcoll::testing::parse_layout(argv[1]), argv[2], seed);
 }

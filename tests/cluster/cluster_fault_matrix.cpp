@@ -64,15 +64,9 @@ int run_case(int index, const Algorithm& a, const FaultPoint& p, int me, int siz
   ibcoll_comm_t world = nullptr;
   RANK_CHECK(ibcoll_init(&context) == IBCOLL_SUCCESS, ibcoll_last_error());
   RANK_CHECK(ibcoll_comm_world(context, &world) == IBCOLL_SUCCESS, ibcoll_last_error());
-  const bool allreduce = a.collective == Collective::allreduce;
-  expect_algorithm(world, allreduce ? IBCOLL_ALLREDUCE : IBCOLL_BCAST, p.count,
-                   allreduce ? IBCOLL_FLOAT64 : IBCOLL_UINT8, a.name);
-  const std::vector<double> input = fault_input(a, p, me);
-  const std::vector<std::byte> want = fault_result(a, p, size);
-  std::vector<std::byte> buffer(want.size());
-  if (!allreduce && me == p.root) buffer = want;
-  if (me == p.victim) die_at_the_point(a, p, world, input, buffer, [] {});
-  const Survival s = survive(a, p, context, world, me, input, buffer, want);
+  FaultCase c = enter_fault_case(a, p, world, me, size);
+  if (me == p.victim) die_at_the_point(a, p, world, c.input, c.buffer, [] {});
+  const Survival s = survive(a, p, context, world, me, c.input, c.buffer, c.want);
   // The victim returned from its call before the fatal one, so every rank had ended the one
   // before that; the call just before the fatal one may still need the victim's messages.
   RANK_CHECK(s.failed_call >= p.calls_before - 1,
@@ -85,12 +79,6 @@ int run_case(int index, const Algorithm& a, const FaultPoint& p, int me, int siz
   RANK_CHECK(ibcoll_finalize(context) == IBCOLL_SUCCESS, ibcoll_last_error());
   std::fflush(stdout);  // the child leaves by _exit
   return 0;
-}
-
-uint64_t seed_of_the_job(int argc, char** argv) {
-  if (argc > 2) return std::strtoull(argv[2], nullptr, 0);
-  const std::string secret = must_get("IBCOLL_JOB_SECRET");  // every rank's is the same
-  return fnv1a(secret.data(), secret.size()) >> 1;
 }
 
 int run(const std::vector<int>& layout, uint64_t seed) {
@@ -134,7 +122,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s LAYOUT [SEED]\n", argv[0]);
     return 2;
   }
-  const uint64_t seed = ibcoll::testing::seed_of_the_job(argc, argv);
+  const uint64_t seed = ibcoll::testing::seed_of_the_job(argc > 2 ? argv[2] : nullptr);
   std::printf("fault seed %llu\n", static_cast<unsigned long long>(seed));
   return ibcoll::testing::run(ibcoll::testing::parse_layout(argv[1]), seed);
 }

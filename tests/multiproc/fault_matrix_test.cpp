@@ -112,20 +112,12 @@ std::string run_case(const Algorithm& a, const FaultPoint& p, uint64_t seed) {
         ibcoll_comm_t world = nullptr;
         RANK_CHECK(ibcoll_init(&context) == IBCOLL_SUCCESS, ibcoll_last_error());
         RANK_CHECK(ibcoll_comm_world(context, &world) == IBCOLL_SUCCESS, ibcoll_last_error());
-        const ibcoll_collective_t collective =
-            a.collective == Collective::allreduce ? IBCOLL_ALLREDUCE : IBCOLL_BCAST;
-        const ibcoll_datatype_t type =
-            a.collective == Collective::allreduce ? IBCOLL_FLOAT64 : IBCOLL_UINT8;
-        expect_algorithm(world, collective, p.count, type, a.name);
-        const std::vector<double> input = fault_input(a, p, me);
-        const std::vector<std::byte> want = fault_result(a, p, kRanks);
-        std::vector<std::byte> buffer(want.size());
-        if (a.collective == Collective::bcast && me == p.root) buffer = want;
+        FaultCase c = enter_fault_case(a, p, world, me, kRanks);
         if (me == p.victim) {
-          die_at_the_point(a, p, world, input, buffer,
+          die_at_the_point(a, p, world, c.input, c.buffer,
                            [&] { std::ofstream(death_file) << now_ns() << "\n"; });
         }
-        survive_and_report(a, p, context, world, me, input, buffer, want, death_file,
+        survive_and_report(a, p, context, world, me, c.input, c.buffer, c.want, death_file,
                            run + "-rank-" + std::to_string(me));
         meet_without_ibcoll("fault-" + std::to_string(seed), me, survivors);
         RANK_CHECK(ibcoll_finalize(context) == IBCOLL_SUCCESS, ibcoll_last_error());

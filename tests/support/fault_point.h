@@ -37,6 +37,15 @@ struct FaultPoint {
   }
 };
 
+// The seed a fault is drawn from across the guests of ci/rxe-cluster: `given` (a replay), or
+// one from the job secret, which every rank of a cluster-run job has alike.
+inline uint64_t seed_of_the_job(const char* given) {
+  if (given) return std::strtoull(given, nullptr, 0);
+  const char* secret = std::getenv("IBCOLL_JOB_SECRET");
+  RANK_CHECK(secret && *secret, "IBCOLL_JOB_SECRET is not set: run me under ci/cluster-run");
+  return fnv1a(secret, std::strlen(secret)) >> 1;
+}
+
 inline constexpr int kMoreCallsAfterTheDeath =
     20;  // a survivor's calls after the fatal one, at most
 
@@ -67,25 +76,33 @@ inline FaultPoint draw_fault_point(uint64_t seed, const collectives::Algorithm& 
   return p;
 }
 
-// The fault's input to the allreduce (the rank's exact inputs), and what every rank's call
-// leaves in its buffer: the reduced inputs, or the root's bytes.
-inline std::vector<double> fault_input(const collectives::Algorithm& a, const FaultPoint& p,
-                                       int me) {
-  std::vector<double> input(p.count);
-  if (a.collective == collectives::Collective::allreduce) {
+// One rank's part in a fault case on `comm` of `ranks`: the forced algorithm checked to be the
+// one the call runs, the rank's allreduce input (exact in any order), what every rank's call
+// leaves (the reduced inputs, or the root's bytes), and the buffer the calls use (a bcast
+// root's holds its bytes already).
+struct FaultCase {
+  std::vector<double> input;
+  std::vector<std::byte> want, buffer;
+};
+inline FaultCase enter_fault_case(const collectives::Algorithm& a, const FaultPoint& p,
+                                  ibcoll_comm_t comm, int me, int ranks) {
+  const bool allreduce = a.collective == collectives::Collective::allreduce;
+  expect_algorithm(comm, allreduce ? IBCOLL_ALLREDUCE : IBCOLL_BCAST, p.count,
+                   allreduce ? IBCOLL_FLOAT64 : IBCOLL_UINT8, a.name);
+  FaultCase c;
+  c.input.resize(p.count);
+  if (allreduce) {
     const auto mine = testing::input(DataType::float64, ReduceOp::sum, me, p.count);
-    std::memcpy(input.data(), mine.data(), mine.size());
+    std::memcpy(c.input.data(), mine.data(), mine.size());
+    c.want = reference(DataType::float64, ReduceOp::sum, ranks, p.count);
+  } else {
+    c.want.resize(p.count);
+    for (size_t i = 0; i < c.want.size(); ++i)
+      c.want[i] = pattern(p.root, p.count, i);
   }
-  return input;
-}
-inline std::vector<std::byte> fault_result(const collectives::Algorithm& a, const FaultPoint& p,
-                                           int ranks) {
-  if (a.collective == collectives::Collective::allreduce)
-    return reference(DataType::float64, ReduceOp::sum, ranks, p.count);
-  std::vector<std::byte> bytes(p.count);
-  for (size_t i = 0; i < bytes.size(); ++i)
-    bytes[i] = pattern(p.root, p.count, i);
-  return bytes;
+  c.buffer.resize(c.want.size());
+  if (!allreduce && me == p.root) c.buffer = c.want;
+  return c;
 }
 
 // One call of the case's collective on `buffer` (the allreduce's result; its input is `input`),
