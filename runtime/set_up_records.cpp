@@ -79,13 +79,16 @@ void check_shared_settings(const std::vector<std::string>& settings) {
     return std::string(named ? line.substr(name.size() + 1) : line);
   };
   const std::vector<std::string_view> reference = lines_of(settings[0]);
+  // Split once, and only the ranks whose settings differ (at scale, nearly none).
+  std::vector<std::pair<size_t, std::vector<std::string_view>>> differing;
+  for (size_t r = 1; r < settings.size(); ++r)
+    if (settings[r] != settings[0]) differing.emplace_back(r, lines_of(settings[r]));
   std::string differences;
   for (size_t line = 0; line < reference.size(); ++line) {
     const std::string_view want = reference[line];
     const std::string_view name = want.substr(0, want.find('='));
     std::string others;
-    for (size_t r = 1; r < settings.size(); ++r) {
-      const std::vector<std::string_view> theirs = lines_of(settings[r]);
+    for (const auto& [r, theirs] : differing) {
       if (line < theirs.size() && theirs[line] == want) continue;
       others += ", rank " + std::to_string(r) + " has " +
                 (line < theirs.size() ? value_of(theirs[line], name) : "none");

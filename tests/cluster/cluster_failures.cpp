@@ -49,14 +49,6 @@ void stop_this_node() {
   pause();  // the node is going down
 }
 
-// The algorithms that run on a communicator spanning nodes: those of the slots run inside one.
-std::vector<const Algorithm*> spanning_algorithms() {
-  std::vector<const Algorithm*> spanning;
-  for (const Algorithm& a : collectives::algorithms())
-    if (!a.uses_slots) spanning.push_back(&a);
-  return spanning;
-}
-
 int run(const std::vector<int>& layout, const std::string& scenario, uint64_t seed) {
   int size = 0;
   for (int count : layout)
@@ -79,8 +71,8 @@ int run(const std::vector<int>& layout, const std::string& scenario, uint64_t se
               collectives::collective_name(a.collective), a.name, p.describe().c_str(),
               scenario.c_str(), static_cast<unsigned long long>(seed));
   const bool allreduce = a.collective == Collective::allreduce;
-  setenv(allreduce ? "IBCOLL_ALLREDUCE_ALGO" : "IBCOLL_BCAST_ALGO", a.name, 1);
-  setenv("IBCOLL_SHM_SINGLE_COPY", p.single_copy ? "4K" : "0", 1);
+  for (const auto& [name, value] : fault_case_environment(a, p))
+    setenv(name.c_str(), value.c_str(), 1);
 
   ibcoll_context_t context = nullptr;
   ibcoll_comm_t world = nullptr;

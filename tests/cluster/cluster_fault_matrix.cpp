@@ -28,7 +28,6 @@ namespace ibcoll::testing {
 namespace {
 
 using collectives::Algorithm;
-using collectives::Collective;
 
 constexpr double kDetectSeconds = 30;  // a silent peer is seen in ~10 s on a 2 s keepalive
 // Bytes per rank at most: the emulated network moves ~10 MB/s, and each case makes up to 24
@@ -52,9 +51,8 @@ void become_case(int index, const Algorithm& a, const FaultPoint& p) {
   std::snprintf(tail, sizeof(tail), "%08x", static_cast<unsigned>(index));
   secret.replace(secret.size() - 8, 8, tail);
   setenv("IBCOLL_JOB_SECRET", secret.c_str(), 1);
-  setenv(a.collective == Collective::allreduce ? "IBCOLL_ALLREDUCE_ALGO" : "IBCOLL_BCAST_ALGO",
-         a.name, 1);
-  setenv("IBCOLL_SHM_SINGLE_COPY", p.single_copy ? "4K" : "0", 1);
+  for (const auto& [name, value] : fault_case_environment(a, p))
+    setenv(name.c_str(), value.c_str(), 1);
 }
 
 // One rank of one case, in the child.
@@ -89,9 +87,9 @@ int run(const std::vector<int>& layout, uint64_t seed) {
   RANK_CHECK(layout.size() >= 2, "the layout must span nodes");
   std::fflush(stdout);
   int index = 0, failed = 0;
-  for (const Algorithm& a : collectives::algorithms()) {
+  for (const Algorithm* spanning : spanning_algorithms()) {
+    const Algorithm& a = *spanning;
     const std::string name = std::string(collectives::collective_name(a.collective)) + " " + a.name;
-    if (a.uses_slots) continue;  // only on a communicator inside a node
     const FaultPoint p =
         draw_fault_point(seed * 1000 + static_cast<uint64_t>(index), a, size, kLargest);
     const pid_t child = fork();

@@ -35,7 +35,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using collectives::Algorithm;
-using collectives::Collective;
 
 constexpr int kRanks = 4;
 // From the death to every survivor's error: over shared memory the dead process is seen at
@@ -90,11 +89,8 @@ std::string run_case(const Algorithm& a, const FaultPoint& p, uint64_t seed) {
   const std::string death_file = run + "-death";
   RankOptions options;
   options.deadline = std::chrono::seconds(150);
-  options.environment = {
-      {a.collective == Collective::allreduce ? "IBCOLL_ALLREDUCE_ALGO" : "IBCOLL_BCAST_ALGO",
-       a.name},
-      {"IBCOLL_TIMEOUT", "60s"},
-      {"IBCOLL_SHM_SINGLE_COPY", p.single_copy ? "4K" : "0"}};
+  options.environment = fault_case_environment(a, p);
+  options.environment["IBCOLL_TIMEOUT"] = "60s";
   const bool pretend_nodes = a.across_nodes;  // 2 + 2
   std::vector<int> survivors;
   for (int r = 0; r < kRanks; ++r)

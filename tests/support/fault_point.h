@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -74,6 +75,24 @@ inline FaultPoint draw_fault_point(uint64_t seed, const collectives::Algorithm& 
   p.count = counts[static_cast<size_t>(below(counts.size()))];
   p.single_copy = reads_straight || below(2) == 1;
   return p;
+}
+
+// The algorithms that run on a communicator spanning nodes (those of the slots run inside one).
+inline std::vector<const collectives::Algorithm*> spanning_algorithms() {
+  std::vector<const collectives::Algorithm*> spanning;
+  for (const collectives::Algorithm& a : collectives::algorithms())
+    if (!a.uses_slots) spanning.push_back(&a);
+  return spanning;
+}
+
+// The variables a case sets before init: `a` forced, and node-local messages read straight from
+// the sender (from 4 KiB) or through the rings.
+inline std::map<std::string, std::string> fault_case_environment(const collectives::Algorithm& a,
+                                                                 const FaultPoint& p) {
+  return {{a.collective == collectives::Collective::allreduce ? "IBCOLL_ALLREDUCE_ALGO"
+                                                              : "IBCOLL_BCAST_ALGO",
+           a.name},
+          {"IBCOLL_SHM_SINGLE_COPY", p.single_copy ? "4K" : "0"}};
 }
 
 // One rank's part in a fault case on `comm` of `ranks`: the forced algorithm checked to be the

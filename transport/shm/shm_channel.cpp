@@ -573,24 +573,20 @@ void ShmChannel::check_liveness() {
   for (int peer = 0; peer < size_; ++peer) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (peer == rank_ || p.failed) continue;
-    // What it sent before is still good; a ring it never announced may have no pages to read.
+    std::string gone;
+    const pid_t pid = pids()[peer];
     if (roomless_word(peer).load(std::memory_order_acquire) & (uint64_t{1} << (peer % 64))) {
-      if (p.polled) drain(peer);
-      fail_peer(
-          peer,
-          Status(Code::peer_failed, who(peer) + " found no room in the node's shared memory "
-                                                "(/dev/shm) and left it (its log names the part)"),
-          true);
+      gone =
+          " found no room in the node's shared memory (/dev/shm) and left it (its log names "
+          "the part)";
+    } else if (pid > 0 && !process_alive(pid)) {
+      gone = " (pid " + std::to_string(pid) + ") has exited";
+    } else {
       continue;
     }
-    const pid_t pid = pids()[peer];
-    if (pid > 0 && !process_alive(pid)) {
-      if (p.polled) drain(peer);
-      fail_peer(
-          peer,
-          Status(Code::peer_failed, who(peer) + " (pid " + std::to_string(pid) + ") has exited"),
-          true);
-    }
+    // What it sent before is still good; a ring it never announced may have no pages to read.
+    if (p.polled) drain(peer);
+    fail_peer(peer, Status(Code::peer_failed, who(peer) + gone), true);
   }
 }
 
