@@ -24,6 +24,8 @@ const char* code_name(Code code) {
       return "mismatch";
     case Code::internal:
       return "internal error";
+    case Code::revoked:
+      return "revoked";
   }
   return "unknown";
 }

@@ -18,6 +18,7 @@ enum class Code {
   truncated,         // a message was longer than the buffer posted for it
   mismatch,          // ranks disagree about a call
   internal,
+  revoked,  // the communicator was revoked (ibcoll_comm_revoke)
 };
 
 const char* code_name(Code code);

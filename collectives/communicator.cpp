@@ -32,7 +32,8 @@ Communicator::Communicator(transport::Channel& channel,
       policy_(std::move(policy)),
       slots_(std::move(slots)),
       first_sequence_(std::max<uint64_t>(first_sequence & kSequenceMask, 1)),
-      next_sequence_(first_sequence_) {
+      next_sequence_(first_sequence_),
+      revocation_(std::make_shared<Revocation>(call_tag(id_, first_sequence_), membership_)) {
   if (const NodeGroups* groups = membership_->node_groups()) {
     layout_ = std::make_unique<NodeLayout>(channel_, *groups, std::move(node_slots), policy_.tuning,
                                            first_sequence_);
@@ -124,6 +125,7 @@ void Communicator::check_arguments(Collective collective, const CollectiveArgs& 
 PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& args,
                                    uint64_t extra) {
   check_arguments(collective, args);
+  if (revocation_->revoked()) throw Error(revocation_->why());
   if (slots_ && !slots_->failure.ok()) throw Error(slots_->failure);
   if (const Status* failure = layout_ ? layout_->slot_failure() : nullptr) throw Error(*failure);
   // A call with a member known gone fails before it takes a turn, where it would otherwise
@@ -196,9 +198,9 @@ std::unique_ptr<Operation> Communicator::start(const PreparedCall& call) {
     task_args.root = call.task_root;
     task = call.algorithm.make(call.task_group, task_args, call.tag);
   }
-  auto operation = std::make_unique<Operation>(std::move(task), std::move(checker), channel_,
-                                               members(), call.tag, call.last_tag, first_sequence_,
-                                               call.algorithm.collective, call.algorithm.name);
+  auto operation = std::make_unique<Operation>(
+      std::move(task), std::move(checker), channel_, members(), call.tag, call.last_tag,
+      first_sequence_, call.algorithm.collective, call.algorithm.name, *revocation_);
   operation->start();
   if (held_ && call.follows_held) operation->after(std::move(held_));
   return operation;

@@ -15,6 +15,7 @@
 #include "collectives/operation.h"
 #include "collectives/probe_desk.h"
 #include "collectives/registry.h"
+#include "collectives/revocation.h"
 #include "collectives/tuning.h"
 #include "transport/shm/options.h"
 
@@ -103,6 +104,8 @@ class Communicator {
   void set_policy(Policy policy);
   // The algorithm a call of `count` elements of `type` would use.
   const Algorithm& choose(Collective collective, size_t count, DataType type) const;
+  // Whether it is revoked (ibcoll_comm_revoke), shared with the context that hears the word.
+  const std::shared_ptr<Revocation>& revocation() const { return revocation_; }
 
  private:
   void check_arguments(Collective collective, const CollectiveArgs& args) const;
@@ -117,6 +120,7 @@ class Communicator {
   std::unique_ptr<NodeLayout> layout_;  // when the members span nodes
   uint64_t first_sequence_;
   uint64_t next_sequence_;
+  std::shared_ptr<Revocation> revocation_;
   // Per collective, the algorithms of the last few sizes called, replaced in turn: calls in a
   // loop choose once, also when they alternate sizes (a barrier between timed calls); the
   // algorithm chosen last is logged when it changes.

@@ -11,7 +11,7 @@ constexpr uint32_t kAdvancesPerMemberCheck = 1024;
 Operation::Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
                      transport::Channel& channel, std::span<const int> members, uint64_t base_tag,
                      uint64_t last_tag, uint64_t first_sequence, Collective collective,
-                     const char* algorithm)
+                     const char* algorithm, const Revocation& revocation)
     : task_(std::move(task)),
       check_(std::move(check)),
       channel_(channel),
@@ -20,7 +20,8 @@ Operation::Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallC
       last_tag_(last_tag),
       first_sequence_(first_sequence),
       collective_(collective),
-      algorithm_(algorithm) {}
+      algorithm_(algorithm),
+      revocation_(revocation) {}
 
 std::string Operation::describe() const {
   const std::string call = describe_call(collective_, algorithm_, base_tag_,
@@ -74,6 +75,7 @@ void Operation::start() {
 
 Operation::State Operation::advance() {
   if (state_ != State::running) return state_;
+  if (revocation_.revoked()) return finish(revocation_.why());
   if (earlier_ && earlier_->advance() != State::running) {
     take_earlier(*earlier_);
     earlier_.reset();

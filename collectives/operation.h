@@ -15,6 +15,7 @@
 
 #include "collectives/call_check.h"
 #include "collectives/call_memory.h"
+#include "collectives/revocation.h"
 
 namespace ibcoll::collectives {
 
@@ -28,11 +29,12 @@ class Operation : public CallObject {
 
   // `check` may be null (calls not checked). `members` are the group's channel ranks; the
   // call's messages carry tags base_tag..last_tag; `collective` and `algorithm` name the call
-  // in errors and reports.
+  // in errors and reports; `revocation` (the communicator's, which outlives the call) ends it
+  // once revoked.
   Operation(std::unique_ptr<CollectiveTask> task, std::unique_ptr<CallCheck> check,
             transport::Channel& channel, std::span<const int> members, uint64_t base_tag,
             uint64_t last_tag, uint64_t first_sequence, Collective collective,
-            const char* algorithm);
+            const char* algorithm, const Revocation& revocation);
   ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
@@ -80,6 +82,7 @@ class Operation : public CallObject {
   uint64_t first_sequence_;  // of the communicator's first call
   Collective collective_;
   const char* algorithm_;
+  const Revocation& revocation_;
   uint32_t advances_ = 0;
   bool checking_ = false;   // in the call check; the task has not started
   bool task_done_ = false;  // done while the earlier call runs on

@@ -59,7 +59,8 @@ class RecordingChannel final : public transport::Channel {
   }
   void cancel(uint64_t, uint64_t) override { done_.clear(); }
   const Status* peer_failure(int) const override { return nullptr; }
-  void tell_peers_gone(uint32_t, Code) override {}
+  void tell(int, const transport::Notice&) override {}
+  void tell_peers(const transport::Notice&) override {}
 
   const std::set<int>& peers() const { return peers_; }
   void forget_peers() { peers_.clear(); }

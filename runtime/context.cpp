@@ -28,6 +28,9 @@ namespace {
 using collectives::Collective;
 using collectives::Communicator;
 
+// The revoked keys kept for communicators not made yet (Context::heard).
+constexpr size_t kRevokedBeforeMadeKept = 4096;
+
 // Every rank in [0, size), none twice: else Error(invalid_argument) naming `ranks`.
 void check_rank_list(std::span<const int> ranks, int size) {
   std::vector<bool> seen(static_cast<size_t>(size));
@@ -130,8 +133,45 @@ std::unique_ptr<Communicator> Context::make_communicator(
   if (shm_) policy.single_copy = shm_->single_copy();
   policy.tuning = tuning_;
   policy.probe_roster = &probe_roster_;
-  return std::make_unique<Communicator>(*channel_, std::move(membership), id, stamp,
-                                        std::move(policy), std::move(slots), std::move(node_slots));
+  auto communicator =
+      std::make_unique<Communicator>(*channel_, std::move(membership), id, stamp, std::move(policy),
+                                     std::move(slots), std::move(node_slots));
+  list_revocable(*communicator);
+  return communicator;
+}
+
+void Context::list_revocable(const Communicator& communicator) {
+  const std::shared_ptr<collectives::Revocation>& revocation = communicator.revocation();
+  std::erase_if(revocations_, [](const auto& entry) { return entry.second.expired(); });
+  revocations_[revocation->key()] = revocation;
+  if (auto early = revoked_before_made_.find(revocation->key());
+      early != revoked_before_made_.end()) {
+    revocation->revoke(*channel_, early->second);
+    revoked_before_made_.erase(early);
+  }
+}
+
+void Context::revoke(Communicator& communicator) {
+  communicator.revocation()->revoke(*channel_, job_.rank());
+}
+
+void Context::heard(int teller, const transport::Notice& notice) {
+  if (notice.kind != transport::Notice::Kind::revoked) return;
+  const auto by = static_cast<int>(notice.detail);
+  if (by < 0 || by >= job_.size()) return;
+  IBCOLL_LOG(debug, "rank " << teller << " says communicator key " << notice.subject
+                            << " was revoked by rank " << by);
+  auto listed = revocations_.find(notice.subject);
+  if (std::shared_ptr<collectives::Revocation> revocation =
+          listed == revocations_.end() ? nullptr : listed->second.lock()) {
+    revocation->revoke(*channel_, by);
+  } else {
+    // Also the word that comes late for one revoked and freed here: a key never comes back
+    // (a later communicator of the id starts past its sequences), so such entries are only
+    // kept too long; a bound keeps them few.
+    if (revoked_before_made_.size() >= kRevokedBeforeMadeKept) revoked_before_made_.clear();
+    revoked_before_made_.emplace(notice.subject, by);
+  }
 }
 
 std::unique_ptr<Communicator> Context::holding(uint32_t id, uint64_t stamp,
@@ -333,6 +373,7 @@ void Context::open_transports() {
   if (between) channels.push_back(between);
   channel_ = std::make_unique<transport::RoutedChannel>(job_.rank(), std::move(routes),
                                                         std::move(channels));
+  channel_->listen(this);
   job_.engine().add(channel_.get());
   if (placement_.oversubscribed()) {
     job_.engine().set_spin_polls(transport::ProgressEngine::kOversubscribedSpinPolls);
@@ -393,7 +434,7 @@ Status Context::run(Communicator& communicator, Collective collective,
   if (call.runs_here()) {
     return call.algorithm.run_here(
         call.group, call.args, call.tag,
-        [this](FunctionRef<bool()> done, FunctionRef<std::string()> describe) {
+        [this, &communicator](FunctionRef<bool()> done, FunctionRef<std::string()> describe) {
           // Named for a hang report while it runs. Several run at once when their waits let
           // other threads in (an MPI library's lock is released around its progress), and end
           // in any order: each takes out its own entry.
@@ -403,7 +444,13 @@ Status Context::run(Communicator& communicator, Collective collective,
             ~Running() { std::erase(c.running_here_, describe); }
           } running{*this, &describe};
           running_here_.push_back(&describe);
-          drive_until(done, describe);
+          const collectives::Revocation& revocation = *communicator.revocation();
+          drive_until(
+              [&] {
+                if (revocation.revoked()) throw Error(revocation.why());
+                return done();
+              },
+              describe);
         });
   }
   Request request(*this, communicator.start(call));

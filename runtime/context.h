@@ -13,6 +13,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "collectives/communicator.h"
@@ -53,7 +55,7 @@ class Request {
   std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 
-class Context {
+class Context : private transport::RoutedChannel::Listener {
  public:
   Context();  // from the environment; throws Error naming what is wrong
   // With the caller's bootstrap (rank and size come from it). Collective.
@@ -123,6 +125,9 @@ class Context {
   // settled before it goes: ibcoll_comm_free does, and finalize for the world (node
   // calibration's communicator makes unchecked allreduces only, which never return early).
   Status settle(collectives::Communicator& communicator);
+  // Revokes `communicator` for every member (ibcoll_comm_revoke): its calls in flight and later
+  // fail with Code::revoked here and, once the word reaches them, on every member.
+  void revoke(collectives::Communicator& communicator);
 
  private:
   friend class Request;
@@ -144,6 +149,10 @@ class Context {
   // gives this rank, so that its first calls find them connected (any other: on first use).
   void connect_planned_peers();
   bool a_node_rank_exited() const;
+  // RoutedChannel::Listener: a member's word that a communicator is revoked.
+  void heard(int teller, const transport::Notice& notice) override;
+  // Where the word of a revoked communicator finds it: every communicator made here is listed.
+  void list_revocable(const collectives::Communicator& communicator);
   std::unique_ptr<collectives::Communicator> make_communicator(std::vector<int> members, int rank,
                                                                uint16_t id, uint64_t stamp);
   std::unique_ptr<collectives::Communicator> make_communicator(
@@ -177,6 +186,10 @@ class Context {
   collectives::ProbeRoster probe_roster_;  // outlives every communicator's desk
   std::unique_ptr<collectives::Communicator> world_;
   CommunicatorIds ids_;
+  // By key, the communicators' revocations (those freed expire); and the keys revoked by word
+  // before this rank made their communicator, which is revoked as it is made.
+  std::unordered_map<uint64_t, std::weak_ptr<collectives::Revocation>> revocations_;
+  std::unordered_map<uint64_t, int> revoked_before_made_;
   std::vector<Request*> in_flight_;
   // The blocking calls run on their callers' stacks (not Requests), while they run: their
   // descriptions.

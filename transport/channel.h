@@ -9,6 +9,7 @@
 
 #include "base/inline_function.h"
 #include "base/status.h"
+#include "transport/notice.h"
 #include "transport/progress.h"
 
 namespace ibcoll::transport {
@@ -58,18 +59,22 @@ class Channel : public Poller {
   // a new call need not look for gone members. A channel that does not keep count says none.
   virtual size_t failures_known() const { return 0; }
 
-  // Who hears of ranks that are gone, to spread the news job-wide (RoutedChannel): a peer this
-  // channel saw die (its process exited, its node stopped answering), and a peer's word that
-  // some rank of the job is gone.
+  // Who hears the news peers send (Notice): a peer this channel saw die (its process exited,
+  // its node stopped answering), and a peer's notice (some rank of the job is gone, a
+  // communicator was revoked). RoutedChannel, which spreads the news job-wide.
   class Observer {
    public:
     virtual ~Observer() = default;
     virtual void peer_gone(const Channel& from, int peer, const Status& why) = 0;
-    virtual void heard_gone(const Channel& from, int teller, uint32_t job_rank, Code code) = 0;
+    virtual void heard(const Channel& from, int teller, const Notice& notice) = 0;
   };
   void observe(Observer* observer) { observer_ = observer; }
-  // Tells every peer this channel reaches now that job rank `job_rank` is gone (`code` why).
-  virtual void tell_peers_gone(uint32_t job_rank, Code code) = 0;
+  // Sends `notice` to `peer`, connecting to it first if need be; after the messages sent to it
+  // before. Nothing if the peer has failed.
+  virtual void tell(int peer, const Notice& notice) = 0;
+  // Sends `notice` to every peer this channel reaches now (connected, not failed), except the
+  // job rank a rank_gone notice names.
+  virtual void tell_peers(const Notice& notice) = 0;
   // `peer` is gone by another's word (a peer saw it fail): a channel that would otherwise wait
   // on it (a flush at teardown) gives it up now.
   virtual void peer_gone_elsewhere(int peer, const Status& why) {

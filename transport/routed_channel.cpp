@@ -37,12 +37,18 @@ void RoutedChannel::peer_gone(const Channel& from, int peer, const Status& why) 
   if (rank >= 0) note_gone(rank, why);
 }
 
-void RoutedChannel::heard_gone(const Channel& from, int teller, uint32_t job_rank, Code code) {
-  if (job_rank >= routes_.size() || static_cast<int>(job_rank) == rank_) return;
+void RoutedChannel::heard(const Channel& from, int teller, const Notice& notice) {
   // A teller this rank holds gone may be one wrongly taken for dead (a probe unanswered on a
   // lossy link): its word would spread the mistake, and it has nothing to add.
   const int told_by = job_rank_of(from, teller);
-  if (gone_.contains(told_by)) return;
+  if (told_by < 0 || gone_.contains(told_by)) return;
+  if (notice.kind != Notice::Kind::rank_gone) {
+    if (listener_) to_hand_on_.emplace_back(told_by, notice);
+    return;
+  }
+  const uint64_t job_rank = notice.subject;
+  if (job_rank >= routes_.size() || static_cast<int>(job_rank) == rank_) return;
+  const auto code = static_cast<Code>(notice.detail);
   note_gone(static_cast<int>(job_rank),
             Status(code, "rank " + std::to_string(job_rank) + " is gone (rank " +
                              std::to_string(told_by) + " saw it fail)"));
@@ -53,9 +59,15 @@ void RoutedChannel::note_gone(int rank, Status why) {
   to_tell_.emplace_back(static_cast<uint32_t>(rank), gone_.at(rank).code());
 }
 
-void RoutedChannel::tell_peers_gone(uint32_t job_rank, Code code) {
+void RoutedChannel::tell(int peer, const Notice& notice) {
+  check_peer(peer, "tell");
+  const Route& route = routes_[static_cast<size_t>(peer)];
+  route.channel->tell(route.peer, notice);
+}
+
+void RoutedChannel::tell_peers(const Notice& notice) {
   for (Channel* c : channels_)
-    c->tell_peers_gone(job_rank, code);
+    c->tell_peers(notice);
 }
 
 void RoutedChannel::post_send(int peer, uint64_t tag, const void* buffer, size_t length,
@@ -92,7 +104,13 @@ int RoutedChannel::poll() {
     to_tell_.pop_back();
     if (const Route& route = routes_[rank]; route.channel)
       route.channel->peer_gone_elsewhere(route.peer, gone_.at(static_cast<int>(rank)));
-    tell_peers_gone(rank, code);
+    tell_peers({Notice::Kind::rank_gone, rank, static_cast<uint32_t>(code)});
+  }
+  if (!to_hand_on_.empty()) {  // the listener may tell others: not from inside a transport
+    std::vector<std::pair<int, Notice>> heard;
+    heard.swap(to_hand_on_);
+    for (const auto& [teller, notice] : heard)
+      listener_->heard(teller, notice);
   }
   return events;
 }

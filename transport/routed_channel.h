@@ -8,7 +8,8 @@
 // call with it among its members fails) and, the first time, every peer that any transport
 // reaches now hears it too. The word floods the graph of connections once per gone rank, so a
 // rank that waits on a live partner that waits on the dead one learns it in seconds, not at its
-// deadline.
+// deadline. Other notices (a communicator revoked) go to its listener, from poll(); a notice
+// from a rank held gone is dropped: its word is not heeded, whatever it says.
 #pragma once
 
 #include <unordered_map>
@@ -49,7 +50,15 @@ class RoutedChannel final : public Channel, private Channel::Observer {
     return route.channel ? route.channel->peer_failure(route.peer) : nullptr;
   }
   size_t failures_known() const override { return gone_.size(); }
-  void tell_peers_gone(uint32_t job_rank, Code code) override;
+  void tell(int peer, const Notice& notice) override;
+  void tell_peers(const Notice& notice) override;
+  // Who hears the notices that are not news of a gone rank (the context: revoked communicators).
+  class Listener {
+   public:
+    virtual ~Listener() = default;
+    virtual void heard(int teller, const Notice& notice) = 0;  // `teller`: its job rank
+  };
+  void listen(Listener* listener) { listener_ = listener; }
   int poll() override;
   int arm_event_fd() override;
 
@@ -66,7 +75,7 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   void post_recv(int peer, uint64_t tag, void* buffer, size_t capacity, Completion done) override;
   // Channel::Observer
   void peer_gone(const Channel& from, int peer, const Status& why) override;
-  void heard_gone(const Channel& from, int teller, uint32_t job_rank, Code code) override;
+  void heard(const Channel& from, int teller, const Notice& notice) override;
   // The job rank that is `peer` of channel `from`.
   int job_rank_of(const Channel& from, int peer) const;
   void note_gone(int rank, Status why);
@@ -78,6 +87,8 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   size_t max_message_size_ = 0;
   std::unordered_map<int, Status> gone_;            // ranks known gone, and why
   std::vector<std::pair<uint32_t, Code>> to_tell_;  // told from poll(), outside the transports
+  Listener* listener_ = nullptr;
+  std::vector<std::pair<int, Notice>> to_hand_on_;  // the listener's, handed on from poll()
 };
 
 }  // namespace ibcoll::transport

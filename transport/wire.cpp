@@ -32,7 +32,7 @@ std::optional<MessageHeader> parse_message(const void* bytes, size_t size) {
     case Type::ready:
     case Type::send_withdrawn:
     case Type::receive_withdrawn:
-    case Type::rank_gone:
+    case Type::notice:
     case Type::credit_recall:
     case Type::credit_given_back:
       break;

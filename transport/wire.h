@@ -28,7 +28,7 @@ enum class Type : uint8_t {
   send_withdrawn,     // the sender gave message `tag` up: its rendezvous (length = its send
                       // id), or, with send id 0, the eager message it was sending in parts
   receive_withdrawn,  // the receiver gave up the receive it answered rendezvous `length` with
-  rank_gone,          // job rank `tag` is gone (`length`: why, a Code)
+  notice,             // a Notice: `tag` its subject, `length` its kind and detail (packed)
   credit_recall,      // the receiver asks `length` of its credits back, if unused
   credit_given_back,  // `length` unused credits, given back answering a recall
 };

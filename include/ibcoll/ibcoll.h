@@ -35,7 +35,8 @@ typedef enum {
   IBCOLL_ERR_PEER_FAILED,      /* a peer died or its connection broke */
   IBCOLL_ERR_TRUNCATED,        /* a message was longer than its buffer */
   IBCOLL_ERR_MISMATCH,         /* ranks made different calls */
-  IBCOLL_ERR_INTERNAL
+  IBCOLL_ERR_INTERNAL,
+  IBCOLL_ERR_REVOKED /* the communicator was revoked (ibcoll_comm_revoke) */
 } ibcoll_status_t;
 
 /* Types, ops and collectives travel as int so that any value a caller passes can be checked
@@ -157,6 +158,12 @@ ibcoll_status_t ibcoll_comm_free(ibcoll_comm_t* comm);
  * (their agreement gave it up): the members of this node that did not make it never will, so
  * what those that did share on the node is let go once they have. */
 ibcoll_status_t ibcoll_comm_abandon(ibcoll_comm_t* comm);
+/* Revokes `comm` for every member, not collective: each member's calls on it, those in flight
+ * and every later one, fail with IBCOLL_ERR_REVOKED within seconds, also members that the
+ * caller does not talk to (the word spreads from member to member, around failed ones). It
+ * returns at once; the word goes out as this rank's later calls make progress. Free it with
+ * ibcoll_comm_free (the world: ibcoll_finalize). Revoking it again does nothing. */
+ibcoll_status_t ibcoll_comm_revoke(ibcoll_comm_t comm);
 
 /* recv = send[rank 0] op send[rank 1] op ...: the same bits on every rank. `send` may equal
  * `recv` or be IBCOLL_IN_PLACE. count 0 is a no-op (still a collective call). */

@@ -119,6 +119,8 @@ class Communicator {
     check(ibcoll_comm_create(handle_, ranks.data(), static_cast<int>(ranks.size()), &out));
     return Communicator(out, true);
   }
+  // Not collective: every member's calls on it fail with IBCOLL_ERR_REVOKED (ibcoll_comm_revoke).
+  void revoke() const { check(ibcoll_comm_revoke(handle_)); }
 
   template <typename T>
   void allreduce(std::span<const T> in, std::span<T> out, ibcoll_op_t op) const {

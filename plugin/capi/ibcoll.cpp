@@ -72,6 +72,8 @@ ibcoll_status_t to_c(Code code) {
       return IBCOLL_ERR_MISMATCH;
     case Code::internal:
       break;
+    case Code::revoked:
+      return IBCOLL_ERR_REVOKED;
   }
   return IBCOLL_ERR_INTERNAL;
 }
@@ -238,6 +240,8 @@ const char* ibcoll_status_name(ibcoll_status_t status) {
       return "mismatch";
     case IBCOLL_ERR_INTERNAL:
       return "internal error";
+    case IBCOLL_ERR_REVOKED:
+      return "revoked";
   }
   return "unknown status";
 }
@@ -441,6 +445,14 @@ ibcoll_status_t ibcoll_comm_free(ibcoll_comm_t* comm) {
 
 ibcoll_status_t ibcoll_comm_abandon(ibcoll_comm_t* comm) {
   return guarded([&] { return free_communicator(comm, true); });
+}
+
+ibcoll_status_t ibcoll_comm_revoke(ibcoll_comm_t comm) {
+  return guarded([&] {
+    ibcoll_comm* const c = live(comm);
+    c->owner->context->revoke(*c->communicator);
+    return Status();
+  });
 }
 
 ibcoll_status_t ibcoll_allreduce(const void* send, void* recv, size_t count, ibcoll_datatype_t type,

@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         under_way = false;
         break;
       case FragmentKind::rendezvous:
-      case FragmentKind::rank_gone:
+      case FragmentKind::notice:
         break;
     }
   }

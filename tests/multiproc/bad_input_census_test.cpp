@@ -116,6 +116,10 @@ TEST(BadInputCensus, EveryBadCallIsRefusedNamingItsArgumentAndChangesNothing) {
          [&] { return ibcoll_bcast(o, 8, static_cast<ibcoll_datatype_t>(12), 0, w); }},
         {"bcast on a freed communicator", "comm: not a live",
          [&] { return ibcoll_bcast(o, 8, f32, 0, stale_comm); }},
+        // revoke
+        {"revoke of a null communicator", "comm", [&] { return ibcoll_comm_revoke(nullptr); }},
+        {"revoke of a freed communicator", "comm: not a live",
+         [&] { return ibcoll_comm_revoke(stale_comm); }},
         // non-blocking calls and requests
         {"iallreduce without a request", "request",
          [&] { return ibcoll_iallreduce(f, o, 8, f32, sum, w, nullptr); }},

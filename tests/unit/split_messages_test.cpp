@@ -82,7 +82,8 @@ class LoopChannel final : public transport::Channel {
   }
   void cancel(uint64_t, uint64_t) override {}
   const Status* peer_failure(int) const override { return nullptr; }
-  void tell_peers_gone(uint32_t, Code) override {}
+  void tell(int, const transport::Notice&) override {}
+  void tell_peers(const transport::Notice&) override {}
 
  private:
   struct Posted {

@@ -18,7 +18,7 @@ enum class FragmentKind : uint32_t {
   rendezvous,  // a message to read from the sender: tag, total, then a RemoteMessage
   fallback,    // the first fragment of refused rendezvous `tag` (its id), copied through
   aborted,     // the message being copied through, or refused rendezvous `tag`, was withdrawn
-  rank_gone,   // job rank `tag` is gone (why: `total`, a Code); between messages
+  notice,      // a Notice: `tag` its subject, `total` its kind and detail; between messages
 };
 
 struct FragmentHeader {
@@ -63,8 +63,8 @@ inline std::string fragment_error(const FragmentHeader& header, bool under_way, 
       return {};
     case FragmentKind::aborted:
       return {};
-    case FragmentKind::rank_gone:
-      if (under_way) return "news of a rank inside a message";
+    case FragmentKind::notice:
+      if (under_way) return "a notice inside a message";
       return {};
   }
   return "an unknown kind " + std::to_string(static_cast<uint32_t>(header.kind));

@@ -334,12 +334,17 @@ int ShmChannel::fill(int peer) {
   return fragments;
 }
 
-void ShmChannel::tell_peers_gone(uint32_t job_rank, Code code) {
+void ShmChannel::tell(int peer, const Notice& notice) {
+  check_peer(peer, "tell");
+  Peer& p = peers_[static_cast<size_t>(peer)];
+  if (p.failed) return;
+  p.outgoing.push_back({Kind::notice, 0, notice.subject, nullptr, notice.packed(), 0, {}});
+  fill(peer);
+}
+
+void ShmChannel::tell_peers(const Notice& notice) {
   for (int peer = 0; peer < size_; ++peer) {
-    Peer& p = peers_[static_cast<size_t>(peer)];
-    if (peer == rank_ || p.failed) continue;
-    p.outgoing.push_back({Kind::rank_gone, 0, job_rank, nullptr, static_cast<size_t>(code), 0, {}});
-    fill(peer);
+    if (peer != rank_) tell(peer, notice);
   }
 }
 
@@ -347,7 +352,7 @@ void ShmChannel::tell_peers_gone(uint32_t job_rank, Code code) {
 // has nothing more to say.
 bool ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
   const bool by_id =
-      op.kind == Kind::fallback || op.kind == Kind::aborted || op.kind == Kind::rank_gone;
+      op.kind == Kind::fallback || op.kind == Kind::aborted || op.kind == Kind::notice;
   FragmentHeader header{by_id ? op.id : op.tag, op.length, 0, op.sent == 0 ? op.kind : Kind::more};
   switch (header.kind) {
     case Kind::rendezvous: {
@@ -367,7 +372,7 @@ bool ShmChannel::publish(Peer& p, std::byte* slot, SendOp& op) {
       break;
     }
     case Kind::aborted:
-    case Kind::rank_gone:  // the code travels as `total`
+    case Kind::notice:  // kind and detail travel as `total`
       std::memcpy(slot, &header, sizeof(header));
       p.to.publish();
       break;
@@ -446,10 +451,10 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
       return on_data(peer, header, payload);
     case Kind::aborted:
       return on_aborted(peer, header.tag);
-    case Kind::rank_gone:
-      if (observer_) {
-        observer_->heard_gone(*this, peer, static_cast<uint32_t>(header.tag),
-                              static_cast<Code>(header.total));
+    case Kind::notice:
+      if (const std::optional<Notice> notice = Notice::unpacked(header.tag, header.total);
+          notice && observer_) {
+        observer_->heard(*this, peer, *notice);
       }
       return;
   }

@@ -89,7 +89,8 @@ class ShmChannel final : public Channel {
     const auto& p = peers_[static_cast<size_t>(peer)];
     return p.failed ? &p.failure : nullptr;
   }
-  void tell_peers_gone(uint32_t job_rank, Code code) override;
+  void tell(int peer, const Notice& notice) override;
+  void tell_peers(const Notice& notice) override;
   // Whether a rank of the node (this one too) has left for want of room in /dev/shm.
   bool a_rank_left() const;
   int poll() override;

@@ -61,6 +61,17 @@ UcxChannel::~UcxChannel() {
     ucp_worker_progress(worker_.get());
     finish_requests();
   }
+  // A peer's endpoint made lately (to tell this rank something, say) may have left this worker a
+  // wire-up reply to send on an endpoint of UCX's own, which no close above reaches; UCX 1.13
+  // aborts when a worker is destroyed with one pending (ucp_request_send_state_ff, "got REP
+  // message"). So the worker is flushed too, within what is left of the same deadline.
+  ucp_request_param_t flush{};
+  void* flushing = ucp_worker_flush_nbx(worker_.get(), &flush);
+  if (flushing && !UCS_PTR_IS_ERR(flushing)) {
+    while (ucp_request_check_status(flushing) == UCS_INPROGRESS && !deadline.expired())
+      ucp_worker_progress(worker_.get());
+    ucp_request_free(flushing);
+  }
   finish_requests();
   for (void* request : closing_)
     ucp_request_free(request);  // released by UCX once done
@@ -436,10 +447,10 @@ int UcxChannel::poll() {
     }
   }
   fail_peers_reported();
-  while (!heard_gone_.empty()) {
-    const HeardGone news = heard_gone_.back();
-    heard_gone_.pop_back();
-    if (observer_) observer_->heard_gone(*this, news.teller, news.job_rank, news.code);
+  while (!heard_.empty()) {
+    const Heard news = heard_.back();
+    heard_.pop_back();
+    if (observer_) observer_->heard(*this, news.teller, news.notice);
   }
   events += completions_.run();
   return events;
@@ -451,13 +462,19 @@ int UcxChannel::arm_event_fd() {
   return ucp_worker_arm(worker_.get()) == UCS_OK ? worker_.event_fd() : -1;
 }
 
-void UcxChannel::tell_peers_gone(uint32_t job_rank, Code code) {
+void UcxChannel::tell(int peer, const Notice& notice) {
+  check_peer(peer, "tell");
+  if (peer_entry(peer).failed) return;
+  send_control(peer, UcxHeader::Type::notice, notice.subject, 0, notice.packed());
+}
+
+void UcxChannel::tell_peers(const Notice& notice) {
   std::vector<int> told;
   peers_.for_each([&](int peer, Peer& p) {
     if (p.endpoint && !p.failed) told.push_back(peer);
   });
   for (int peer : told)
-    send_control(peer, UcxHeader::Type::rank_gone, job_rank, 0, static_cast<uint64_t>(code));
+    send_control(peer, UcxHeader::Type::notice, notice.subject, 0, notice.packed());
 }
 
 }  // namespace ibcoll::transport::ucx

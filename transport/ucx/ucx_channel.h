@@ -66,7 +66,8 @@ class UcxChannel final : public Channel {
     const Peer* p = peers_.find(peer);
     return p && p->failed ? &p->failure : nullptr;
   }
-  void tell_peers_gone(uint32_t job_rank, Code code) override;
+  void tell(int peer, const Notice& notice) override;
+  void tell_peers(const Notice& notice) override;
   // Its operations fail and its endpoint closes by force: a peer wrongly taken for dead learns
   // at once that it is out (its word about the others is not heeded: RoutedChannel).
   void peer_gone_elsewhere(int peer, const Status& why) override { fail_peer(peer, why, false); }
@@ -214,13 +215,12 @@ class UcxChannel final : public Channel {
   std::vector<InFlight*> finished_;   // requests UCX completed, from its callbacks
   std::vector<InFlight*> finishing_;  // finish_requests' batch
   std::vector<std::pair<int, Status>> reported_failures_;  // endpoint errors, from callbacks
-  struct HeardGone {
+  struct Heard {
     int teller;
-    uint32_t job_rank;
-    Code code;
+    Notice notice;
   };
-  std::vector<HeardGone> heard_gone_;  // rank_gone notices, from callbacks
-  std::vector<void*> closing_;         // endpoints' close requests, freed once done
+  std::vector<Heard> heard_;    // notices, from callbacks
+  std::vector<void*> closing_;  // endpoints' close requests, freed once done
   DeferredCompletions completions_;
   uint32_t next_id_ = 1;
   bool closing_down_ = false;  // the destructor runs

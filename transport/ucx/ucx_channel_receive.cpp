@@ -112,9 +112,9 @@ ucs_status_t UcxChannel::receive(const UcxHeader& header, void* data, size_t len
     case UcxHeader::Type::receive_withdrawn:
       on_receive_withdrawn(peer, header.id);
       return UCS_OK;
-    case UcxHeader::Type::rank_gone:
-      heard_gone_.push_back(
-          {peer, static_cast<uint32_t>(header.tag), static_cast<Code>(header.length)});
+    case UcxHeader::Type::notice:
+      if (const std::optional<Notice> notice = Notice::unpacked(header.tag, header.length))
+        heard_.push_back({peer, *notice});
       return UCS_OK;
     case UcxHeader::Type::probe:
       return UCS_OK;

@@ -21,7 +21,7 @@ struct UcxHeader {
     data,               // the data of the request the receive `id` answered
     send_withdrawn,     // the sender gave up its request `id` (tag `tag`)
     receive_withdrawn,  // the receiver gave up the receive that answered request `id`
-    rank_gone,          // job rank `tag` is gone (`length`: why, a Code)
+    notice,             // a Notice: `tag` its subject, `length` its kind and detail (packed)
     probe,              // nothing: sent to a silent peer waited on, whose death the send reveals
   };
 

@@ -428,7 +428,7 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
     if (queue->peers.empty() && !xrc_) move_to_error(queue->qp);
   }
   p.outgoing.clear();
-  p.notices.clear();
+  p.news.clear();
   p.open_ops = 0;
   credits_owed_ -= std::exchange(p.credits_to_return, 0);  // the ledger takes them home
   connector_->forget(peer);
@@ -500,13 +500,27 @@ void VerbsChannel::end_every_send(const Status& status) {
   }
 }
 
-void VerbsChannel::tell_peers_gone(uint32_t job_rank, Code code) {
+void VerbsChannel::tell(int peer, const Notice& notice) {
+  check_peer(peer, "tell");
+  Peer& p = peer_for_new_operation(peer);
+  if (p.failed) return;
+  p.news.push_back({wire::Type::notice, notice.subject, notice.packed()});
+  if (p.connected) {
+    pump(peer);
+  } else {
+    ensure_connected(peer);  // told once connected (on_connected pumps)
+  }
+}
+
+void VerbsChannel::tell_peers(const Notice& notice) {
   std::vector<int> known;
   known_peers(known);
   for (int peer : known) {
     Peer& p = peers_[peer];
-    if (!p.connected || p.failed || peer == static_cast<int>(job_rank)) continue;
-    p.notices.push_back({wire::Type::rank_gone, job_rank, static_cast<uint32_t>(code)});
+    if (!p.connected || p.failed) continue;
+    if (notice.kind == Notice::Kind::rank_gone && static_cast<uint64_t>(peer) == notice.subject)
+      continue;
+    p.news.push_back({wire::Type::notice, notice.subject, notice.packed()});
     pump(peer);
   }
 }

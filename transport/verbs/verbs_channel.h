@@ -108,7 +108,8 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     if (const Peer* p = peers_.find(peer)) return p->failed ? &p->failure : nullptr;
     return device_failure_.ok() || peer == rank_ ? nullptr : &device_failure_;
   }
-  void tell_peers_gone(uint32_t job_rank, Code code) override;
+  void tell(int peer, const Notice& notice) override;
+  void tell_peers(const Notice& notice) override;
   int poll() override;
   int arm_event_fd() override { return cq_->arm(); }
 
@@ -196,11 +197,11 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     uint64_t work_id;
     bool signaled;
   };
-  // News the peer must hear (send_withdrawn, receive_withdrawn, rank_gone), not yet posted.
-  struct Notice {
+  // News the peer must hear (send_withdrawn, receive_withdrawn, a Notice), not yet posted.
+  struct News {
     wire::Type type;
-    uint64_t tag;
-    uint32_t send_id;  // or, for rank_gone, the Code
+    uint64_t tag;     // a notice's subject
+    uint64_t length;  // the send id; a notice's kind and detail (Notice::packed)
   };
   // A QP this process sends on, with what is posted on it: completions come in posting order
   // per QP, so this is where sends retire. RC: one peer's QP. XRC: the INI QP of a remote node,
@@ -227,7 +228,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
     bool connected = false, announce = false, keepalive = false, failed = false;
     bool probe_outstanding = false;  // a keepalive not yet acknowledged
     std::optional<Assembly> assembly;
-    Fifo<Notice> notices;
+    Fifo<News> news;
     Status failure;
     Clock::time_point last_heard{}, last_keepalive{}, probe_sent{}, failed_at{};
   };

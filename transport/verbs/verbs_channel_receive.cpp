@@ -185,10 +185,10 @@ void VerbsChannel::on_message(int peer, const std::byte* bytes, size_t size) {
                           static_cast<uint32_t>(std::min<uint64_t>(header->length, UINT32_MAX)));
       tell_credit_notices();
       break;
-    case wire::Type::rank_gone:
-      if (observer_) {
-        observer_->heard_gone(*this, peer, static_cast<uint32_t>(header->tag),
-                              static_cast<Code>(header->length));
+    case wire::Type::notice:
+      if (const std::optional<Notice> notice = Notice::unpacked(header->tag, header->length);
+          notice && observer_) {
+        observer_->heard(*this, peer, *notice);
       }
       break;
     default:

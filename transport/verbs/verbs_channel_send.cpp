@@ -29,14 +29,14 @@ void VerbsChannel::pump(int peer) {
   }
   // Withdrawals first, and nothing after one not yet posted: a message cut between its parts
   // must be known cut before the peer's next message begins.
-  while (!p.notices.empty()) {
-    const Notice& n = p.notices.front();
+  while (!p.news.empty()) {
+    const News& n = p.news.front();
     wire::MessageHeader header;
     header.type = n.type;
     header.tag = n.tag;
-    header.length = n.send_id;
+    header.length = n.length;
     if (!post_message(peer, header, nullptr, 0, nullptr, 0)) return;
-    p.notices.pop_front();
+    p.news.pop_front();
   }
   while (!p.outgoing.empty() && post_outgoing(peer, p.outgoing.front()))
     p.outgoing.pop_front();

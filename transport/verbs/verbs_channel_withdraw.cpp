@@ -59,7 +59,7 @@ void VerbsChannel::withdraw_receives(uint64_t first, uint64_t last) {
       continue;
     }
     Peer& p = peers_[r.peer];
-    p.notices.push_back({wire::Type::receive_withdrawn, r.tag, r.send_id});
+    p.news.push_back({wire::Type::receive_withdrawn, r.tag, r.send_id});
     --p.open_ops;
     it = rendezvous_.erase(it);
   }
@@ -83,9 +83,9 @@ void VerbsChannel::withdraw_sends(uint64_t first, uint64_t last) {
     // later chunks do not go), the writes themselves, or the rest of an eager message.
     const bool writes_unposted = op.chunks == 0 || op.chunks_posted < op.chunks;  // 0: none yet
     if (op.request_posted && writes_unposted) {
-      p.notices.push_back({wire::Type::send_withdrawn, op.tag, it->first});
+      p.news.push_back({wire::Type::send_withdrawn, op.tag, it->first});
     } else if (!op.request_posted && op.sent > 0) {  // cut between its parts
-      p.notices.push_back({wire::Type::send_withdrawn, op.tag, 0});
+      p.news.push_back({wire::Type::send_withdrawn, op.tag, 0});
     }
     if (op.chunks_in_flight > 0) {  // the device reads the buffer until they complete
       writing = true;
