@@ -153,6 +153,24 @@ void Context::list_revocable(const Communicator& communicator) {
 
 void Context::revoke(Communicator& communicator) {
   communicator.revocation()->revoke(*channel_, job_.rank());
+  // This rank may make no call after this one, and its notices may wait for a connection that
+  // only progress makes: the word is driven out of this process before it returns, for as long
+  // as a live peer takes to answer a probe (four keepalive intervals). A partner outside the
+  // library all that time gets it with this rank's later progress or from a member that has it.
+  const std::chrono::milliseconds patience =
+      std::min(job_.config().timeout, 4 * job_.config().ucx.keepalive);
+  try {
+    job_.engine().wait(
+        [&] {
+          advance_all();
+          return !channel_->notices_pending();
+        },
+        patience, "revoke");
+  } catch (const Error& e) {
+    if (e.status().code() != Code::timeout) throw;
+    IBCOLL_LOG(info, "revoking: a notice still waits to leave after " << patience.count()
+                                                                      << " ms; it goes later");
+  }
 }
 
 void Context::heard(int teller, const transport::Notice& notice) {

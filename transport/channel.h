@@ -72,6 +72,9 @@ class Channel : public Poller {
   // Sends `notice` to `peer`, connecting to it first if need be; after the messages sent to it
   // before. Nothing if the peer has failed.
   virtual void tell(int peer, const Notice& notice) = 0;
+  // Whether a notice told is still waiting to leave this process (for a connection, for room):
+  // a rank that may make no call after telling drives progress until none is.
+  virtual bool notices_pending() const { return false; }
   // Sends `notice` to every peer this channel reaches now (connected, not failed), except the
   // job rank a rank_gone notice names.
   virtual void tell_peers(const Notice& notice) = 0;

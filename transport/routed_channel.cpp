@@ -65,6 +65,11 @@ void RoutedChannel::tell(int peer, const Notice& notice) {
   route.channel->tell(route.peer, notice);
 }
 
+bool RoutedChannel::notices_pending() const {
+  return std::any_of(channels_.begin(), channels_.end(),
+                     [](const Channel* c) { return c->notices_pending(); });
+}
+
 void RoutedChannel::tell_peers(const Notice& notice) {
   for (Channel* c : channels_)
     c->tell_peers(notice);

@@ -52,6 +52,7 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   size_t failures_known() const override { return gone_.size(); }
   void tell(int peer, const Notice& notice) override;
   void tell_peers(const Notice& notice) override;
+  bool notices_pending() const override;
   // Who hears the notices that are not news of a gone rank (the context: revoked communicators).
   class Listener {
    public:

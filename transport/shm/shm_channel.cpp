@@ -342,6 +342,15 @@ void ShmChannel::tell(int peer, const Notice& notice) {
   fill(peer);
 }
 
+bool ShmChannel::notices_pending() const {
+  for (const Peer& p : peers_) {
+    if (p.failed) continue;
+    for (const SendOp& op : p.outgoing)
+      if (op.kind == Kind::notice) return true;
+  }
+  return false;
+}
+
 void ShmChannel::tell_peers(const Notice& notice) {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_) tell(peer, notice);

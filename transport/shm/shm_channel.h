@@ -91,6 +91,7 @@ class ShmChannel final : public Channel {
   }
   void tell(int peer, const Notice& notice) override;
   void tell_peers(const Notice& notice) override;
+  bool notices_pending() const override;
   // Whether a rank of the node (this one too) has left for want of room in /dev/shm.
   bool a_rank_left() const;
   int poll() override;

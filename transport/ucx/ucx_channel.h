@@ -68,6 +68,8 @@ class UcxChannel final : public Channel {
   }
   void tell(int peer, const Notice& notice) override;
   void tell_peers(const Notice& notice) override;
+  // Control messages (notices among them) that UCX has not completed.
+  bool notices_pending() const override { return !controls_.empty(); }
   // Its operations fail and its endpoint closes by force: a peer wrongly taken for dead learns
   // at once that it is out (its word about the others is not heeded: RoutedChannel).
   void peer_gone_elsewhere(int peer, const Status& why) override { fail_peer(peer, why, false); }

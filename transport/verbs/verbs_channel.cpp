@@ -512,6 +512,12 @@ void VerbsChannel::tell(int peer, const Notice& notice) {
   }
 }
 
+bool VerbsChannel::notices_pending() const {
+  bool pending = false;
+  peers_.for_each([&](int, const Peer& p) { pending = pending || (!p.failed && !p.news.empty()); });
+  return pending;
+}
+
 void VerbsChannel::tell_peers(const Notice& notice) {
   std::vector<int> known;
   known_peers(known);

@@ -110,6 +110,7 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   }
   void tell(int peer, const Notice& notice) override;
   void tell_peers(const Notice& notice) override;
+  bool notices_pending() const override;
   int poll() override;
   int arm_event_fd() override { return cq_->arm(); }
 
