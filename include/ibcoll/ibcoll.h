@@ -162,8 +162,8 @@ ibcoll_status_t ibcoll_comm_abandon(ibcoll_comm_t* comm);
  * and every later one, fail with IBCOLL_ERR_REVOKED within seconds, also members that the
  * caller does not talk to (the word spreads from member to member, around failed ones). It
  * returns once its word has left this process, or after four IBCOLL_KEEPALIVE intervals (the
- * word to a partner outside the library all that time goes with this rank's later calls). Free it with
- * ibcoll_comm_free (the world: ibcoll_finalize). Revoking it again does nothing. */
+ * word to a partner outside the library all that time goes with this rank's later calls). Free it
+ * with ibcoll_comm_free (the world: ibcoll_finalize). Revoking it again does nothing. */
 ibcoll_status_t ibcoll_comm_revoke(ibcoll_comm_t comm);
 
 /* recv = send[rank 0] op send[rank 1] op ...: the same bits on every rank. `send` may equal

@@ -25,17 +25,17 @@ double seconds_since(Clock::time_point start) {
 void expect_revoked(ibcoll_status_t status, const std::string& by, const std::string& what) {
   RANK_CHECK(status == IBCOLL_ERR_REVOKED,
              what + ": got " + ibcoll_status_name(status) + " (" + ibcoll_last_error() + ")");
-  RANK_CHECK(std::string(ibcoll_last_error()).find("revoked by " + by) != std::string::npos,
-             what + ": the message does not say it was revoked by " + by + ": " +
-                 ibcoll_last_error());
+  RANK_CHECK(
+      std::string(ibcoll_last_error()).find("revoked by " + by) != std::string::npos,
+      what + ": the message does not say it was revoked by " + by + ": " + ibcoll_last_error());
 }
 
 struct RevokeCase {
   const char* name;
-  const char* algorithm;  // forced: IBCOLL_ALLREDUCE_ALGO
-  size_t count;           // floats
-  bool test_polled;       // ibcoll_iallreduce, then ibcoll_test until it ends
-  const char* slots;      // IBCOLL_SHM_SLOTS: "0" checks calls by messages, not in the slots
+  const char* algorithm;   // forced: IBCOLL_ALLREDUCE_ALGO
+  size_t count;            // floats
+  bool test_polled;        // ibcoll_iallreduce, then ibcoll_test until it ends
+  const char* slots;       // IBCOLL_SHM_SLOTS: "0" checks calls by messages, not in the slots
   bool two_nodes = false;  // ranks 0-3 and 4-7 on two pretend nodes (UCX's tcp on the host)
 };
 
@@ -67,9 +67,9 @@ TEST_P(Revoke, CallsInFlightAndLaterFailOnEveryMember) {
           std::this_thread::sleep_for(std::chrono::milliseconds(300));
           RANK_CHECK(ibcoll_comm_revoke(world) == IBCOLL_SUCCESS, ibcoll_last_error());
           RANK_CHECK(ibcoll_comm_revoke(world) == IBCOLL_SUCCESS, "a second revoke");
-          expect_revoked(ibcoll_allreduce(data.data(), out.data(), c.count, IBCOLL_FLOAT32,
-                                          IBCOLL_SUM, world),
-                         "this rank", "rank 0's call after its revoke");
+          expect_revoked(
+              ibcoll_allreduce(data.data(), out.data(), c.count, IBCOLL_FLOAT32, IBCOLL_SUM, world),
+              "this rank", "rank 0's call after its revoke");
         } else {
           const Clock::time_point start = Clock::now();
           ibcoll_status_t status;
@@ -89,22 +89,24 @@ TEST_P(Revoke, CallsInFlightAndLaterFailOnEveryMember) {
           }
           const double waited = seconds_since(start);
           expect_revoked(status, "job rank 0", "rank " + std::to_string(me) + "'s call in flight");
-          RANK_CHECK(waited < 5.0, "the call in flight failed only after " +
-                                       std::to_string(waited) + " s");
+          RANK_CHECK(waited < 5.0,
+                     "the call in flight failed only after " + std::to_string(waited) + " s");
           const Clock::time_point later = Clock::now();
-          expect_revoked(ibcoll_bcast(data.data(), c.count, IBCOLL_FLOAT32, 0, world),
-                         "job rank 0", "a later call");
+          expect_revoked(ibcoll_bcast(data.data(), c.count, IBCOLL_FLOAT32, 0, world), "job rank 0",
+                         "a later call");
           RANK_CHECK(seconds_since(later) < 0.5, "a later call did not fail at once");
         }
         // The world is revoked: the ranks meet outside ibcoll before finalizing.
         std::vector<int> everyone(static_cast<size_t>(n));
-        for (int i = 0; i < n; ++i) everyone[static_cast<size_t>(i)] = i;
+        for (int i = 0; i < n; ++i)
+          everyone[static_cast<size_t>(i)] = i;
         meet_without_ibcoll(std::string("revoke-") + c.name, me, everyone);
         return 0;
       },
       options);
   std::vector<int> everyone(kRanks);
-  for (int i = 0; i < kRanks; ++i) everyone[static_cast<size_t>(i)] = i;
+  for (int i = 0; i < kRanks; ++i)
+    everyone[static_cast<size_t>(i)] = i;
   meeting_over(std::string("revoke-") + c.name, everyone);
   expect_all_ok(exits);
 }
@@ -118,7 +120,9 @@ INSTANTIATE_TEST_SUITE_P(
                       RevokeCase{"recursive_doubling_polled", "recursive_doubling", 64, true, "0"},
                       RevokeCase{"hierarchical_two_nodes", "hierarchical", 64 * 1024, false, "1",
                                  true}),
-    [](const ::testing::TestParamInfo<RevokeCase>& param) { return std::string(param.param.name); });
+    [](const ::testing::TestParamInfo<RevokeCase>& param) {
+      return std::string(param.param.name);
+    });
 
 // 6 ranks split into evens and odds; rank 0 revokes the evens' communicator before any call on
 // it: ranks 2 and 4 fail there, while the odds' communicator and the world go on, right.
