@@ -120,6 +120,10 @@ TEST(Ucx, ARankThatDiesFailsTheCallsWaitingOnIt) {
                                       IBCOLL_MAX, r.world()) == IBCOLL_SUCCESS,
                      ibcoll_last_error());
         }
+        // Every rank's last allreduce has returned before rank 2 dies: its own may end while a
+        // partner still takes its data (seen in CI under load: rank 1's 20th allreduce failed
+        // with "Endpoint timeout", rank 2's socket reset by its death).
+        meet_without_ibcoll("ucx-allreduces-done", me, {0, 1, 2});
         if (me == 2) raise(SIGKILL);
         const auto start = std::chrono::steady_clock::now();
         const ibcoll_status_t s = ibcoll_bcast(x.data(), x.size(), IBCOLL_FLOAT64, 2, r.world());
@@ -137,6 +141,7 @@ TEST(Ucx, ARankThatDiesFailsTheCallsWaitingOnIt) {
       over_ucx({{"IBCOLL_TIMEOUT", "90s"},
                 {"IBCOLL_CHECK_CALLS", "0"},
                 {"IBCOLL_BCAST_ALGO", "binomial"}}));
+  meeting_over("ucx-allreduces-done", {0, 1, 2});
   meeting_over("ucx-answered", {0, 1});
   EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
   EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
