@@ -7,7 +7,7 @@
 
 namespace ibcoll::collectives {
 
-bool Revocation::revoke(transport::Channel& channel, int by) {
+bool Revocation::revoke(transport::Channel& channel, int by, int teller) {
   if (revoked_) return false;
   revoked_ = true;
   const std::string communicator = "communicator " + std::to_string(communicator_of(key_));
@@ -20,7 +20,7 @@ bool Revocation::revoke(transport::Channel& channel, int by) {
   const transport::Notice notice{transport::Notice::Kind::revoked, key_, static_cast<uint32_t>(by)};
   const auto tell = [&](int partner) {
     const int peer = members[static_cast<size_t>(partner)];
-    if (peer != channel.rank() && peer != by && !channel.peer_failure(peer))
+    if (peer != channel.rank() && peer != by && peer != teller && !channel.peer_failure(peer))
       channel.tell(peer, notice);
   };
   for (int distance = 1; distance < n; distance *= 2) {

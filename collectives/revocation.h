@@ -25,9 +25,10 @@ class Revocation {
   bool revoked() const { return revoked_; }
   // What its calls fail with, once revoked.
   const Status& why() const { return why_; }
-  // Revoked by job rank `by` (this one, or a member's notice): the first time, notes it and
-  // tells this member's partners through `channel`. False when it was revoked already.
-  bool revoke(transport::Channel& channel, int by);
+  // Revoked by job rank `by` (this one, or a member's notice, which `teller` sent): the first
+  // time, notes it and tells this member's partners but those two through `channel`. False when
+  // it was revoked already.
+  bool revoke(transport::Channel& channel, int by, int teller);
 
  private:
   uint64_t key_;

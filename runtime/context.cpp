@@ -146,30 +146,39 @@ void Context::list_revocable(const Communicator& communicator) {
   revocations_[revocation->key()] = revocation;
   if (auto early = revoked_before_made_.find(revocation->key());
       early != revoked_before_made_.end()) {
-    revocation->revoke(*channel_, early->second);
+    revocation->revoke(*channel_, early->second, early->second);
     revoked_before_made_.erase(early);
   }
 }
 
 void Context::revoke(Communicator& communicator) {
-  communicator.revocation()->revoke(*channel_, job_.rank());
-  // This rank may make no call after this one, and its notices may wait for a connection that
-  // only progress makes: the word is driven out of this process before it returns, for as long
-  // as a live peer takes to answer a probe (four keepalive intervals). A partner outside the
-  // library all that time gets it with this rank's later progress or from a member that has it.
+  communicator.revocation()->revoke(*channel_, job_.rank(), job_.rank());
+  send_out_notices();
+}
+
+void Context::pass_word_on(const Status& outcome) {
+  if (outcome.code() == Code::revoked) send_out_notices();
+}
+
+// The caller may make no call after this one, and this rank's notices may wait for a connection
+// that only progress makes: they are driven out of this process first, for one keepalive
+// interval (a handshake with a peer in the library takes milliseconds). A partner outside the
+// library all that time gets it with this rank's later progress or from a member that has it.
+void Context::send_out_notices() {
+  if (!channel_->notices_pending()) return;
   const std::chrono::milliseconds patience =
-      std::min(job_.config().timeout, 4 * job_.config().ucx.keepalive);
+      std::min(job_.config().timeout, job_.config().ucx.keepalive);
   try {
     job_.engine().wait(
         [&] {
           advance_all();
           return !channel_->notices_pending();
         },
-        patience, "revoke");
+        patience, "notices");
   } catch (const Error& e) {
     if (e.status().code() != Code::timeout) throw;
-    IBCOLL_LOG(info, "revoking: a notice still waits to leave after " << patience.count()
-                                                                      << " ms; it goes later");
+    IBCOLL_LOG(info,
+               "a notice still waits to leave after " << patience.count() << " ms; it goes later");
   }
 }
 
@@ -182,7 +191,7 @@ void Context::heard(int teller, const transport::Notice& notice) {
   auto listed = revocations_.find(notice.subject);
   if (std::shared_ptr<collectives::Revocation> revocation =
           listed == revocations_.end() ? nullptr : listed->second.lock()) {
-    revocation->revoke(*channel_, by);
+    revocation->revoke(*channel_, by, teller);
   } else {
     // Also the word that comes late for one revoked and freed here: a key never comes back
     // (a later communicator of the id starts past its sequences), so such entries are only
@@ -443,14 +452,26 @@ Context::Counters Context::counters() const {
 
 std::unique_ptr<Request> Context::start(Communicator& communicator, Collective collective,
                                         const collectives::CollectiveArgs& args, uint64_t extra) {
-  return std::make_unique<Request>(*this, communicator.start(collective, args, extra));
+  try {
+    return std::make_unique<Request>(*this, communicator.start(collective, args, extra));
+  } catch (const Error& e) {
+    pass_word_on(e.status());
+    throw;
+  }
 }
 
 Status Context::run(Communicator& communicator, Collective collective,
                     const collectives::CollectiveArgs& args) {
-  const collectives::PreparedCall call = communicator.prepare(collective, args);
+  const collectives::PreparedCall call = [&] {
+    try {
+      return communicator.prepare(collective, args);
+    } catch (const Error& e) {
+      pass_word_on(e.status());
+      throw;
+    }
+  }();
   if (call.runs_here()) {
-    return call.algorithm.run_here(
+    Status outcome = call.algorithm.run_here(
         call.group, call.args, call.tag,
         [this, &communicator](FunctionRef<bool()> done, FunctionRef<std::string()> describe) {
           // Named for a hang report while it runs. Several run at once when their waits let
@@ -470,6 +491,8 @@ Status Context::run(Communicator& communicator, Collective collective,
               },
               describe);
         });
+    pass_word_on(outcome);
+    return outcome;
   }
   Request request(*this, communicator.start(call));
   request.operation().return_early();
@@ -575,6 +598,7 @@ const Status& Context::wait(Request& request) {
   } catch (const Error& e) {
     request.operation().abandon(e.status());
   }
+  pass_word_on(request.status());
   return request.status();
 }
 

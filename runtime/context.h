@@ -128,6 +128,9 @@ class Context : private transport::RoutedChannel::Listener {
   // Revokes `communicator` for every member (ibcoll_comm_revoke): its calls in flight and later
   // fail with Code::revoked here and, once the word reaches them, on every member.
   void revoke(collectives::Communicator& communicator);
+  // A call that ends with `outcome` goes back to its caller, who may leave the library for long:
+  // when its communicator was revoked, the word this rank passes on leaves the process first.
+  void pass_word_on(const Status& outcome);
 
  private:
   friend class Request;
@@ -149,6 +152,9 @@ class Context : private transport::RoutedChannel::Listener {
   // gives this rank, so that its first calls find them connected (any other: on first use).
   void connect_planned_peers();
   bool a_node_rank_exited() const;
+  // Drives progress until no notice waits to leave (a connection to make), within one
+  // IBCOLL_KEEPALIVE interval.
+  void send_out_notices();
   // RoutedChannel::Listener: a member's word that a communicator is revoked.
   void heard(int teller, const transport::Notice& notice) override;
   // Where the word of a revoked communicator finds it: every communicator made here is listed.

@@ -161,7 +161,7 @@ ibcoll_status_t ibcoll_comm_abandon(ibcoll_comm_t* comm);
 /* Revokes `comm` for every member, not collective: each member's calls on it, those in flight
  * and every later one, fail with IBCOLL_ERR_REVOKED within seconds, also members that the
  * caller does not talk to (the word spreads from member to member, around failed ones). It
- * returns once its word has left this process, or after four IBCOLL_KEEPALIVE intervals (the
+ * returns once its word has left this process, or after one IBCOLL_KEEPALIVE interval (the
  * word to a partner outside the library all that time goes with this rank's later calls). Free it
  * with ibcoll_comm_free (the world: ibcoll_finalize). Revoking it again does nothing. */
 ibcoll_status_t ibcoll_comm_revoke(ibcoll_comm_t comm);

@@ -496,7 +496,9 @@ ibcoll_status_t ibcoll_test(ibcoll_request_t request, int* done) {
     require(done, "done");
     request->owner->context->progress();
     *done = request->request->done();
-    return *done ? request->request->status() : Status();
+    if (!*done) return Status();
+    request->owner->context->pass_word_on(request->request->status());
+    return request->request->status();
   });
 }
 
