@@ -474,7 +474,7 @@ void UcxChannel::tell_peers(const Notice& notice) {
     if (p.endpoint && !p.failed) told.push_back(peer);
   });
   for (int peer : told)
-    send_control(peer, UcxHeader::Type::notice, notice.subject, 0, notice.packed());
+    tell(peer, notice);
 }
 
 }  // namespace ibcoll::transport::ucx

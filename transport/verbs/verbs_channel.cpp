@@ -526,8 +526,7 @@ void VerbsChannel::tell_peers(const Notice& notice) {
     if (!p.connected || p.failed) continue;
     if (notice.kind == Notice::Kind::rank_gone && static_cast<uint64_t>(peer) == notice.subject)
       continue;
-    p.news.push_back({wire::Type::notice, notice.subject, notice.packed()});
-    pump(peer);
+    tell(peer, notice);
   }
 }
 
