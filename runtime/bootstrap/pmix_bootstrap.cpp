@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "base/status.h"
+#include "runtime/bootstrap/pmix_watched_fence.h"
 
 namespace ibcoll::runtime {
 namespace {
@@ -153,19 +154,24 @@ std::vector<std::string> PmixBootstrap::allgather(const std::string& name,
   // Whole seconds, rounded up: PMIX_TIMEOUT 0 would mean none.
   int seconds = static_cast<int>((timeout_.count() + 999) / 1000);
   if (seconds > 0) fence.add(PMIX_TIMEOUT, &seconds, PMIX_INT);
-  const pmix_proc_t everyone = proc_of(nspace_, PMIX_RANK_WILDCARD);
-  rc = PMIx_Fence(&everyone, 1, fence.info, fence.count);
+  const WatchedFence fenced = watched_fence(nspace_, fence.info, fence.count, timeout_);
   // A rank that dies during the fence makes it PARTIAL_SUCCESS; one that joined PMIx and died
   // before it is left out of it (SUCCESS, under mpirun --enable-recovery), and only its missing
-  // part tells. One that died before joining PMIx, Open MPI's mpirun reports to no one: the
-  // fence's deadline is what ends the wait.
-  if (rc == PMIX_ERR_TIMEOUT) {
+  // part tells. One that died before joining PMIx, Open MPI's mpirun reports to no one, nor
+  // always one that joined: the launcher's table of this node's processes tells, or else the
+  // fence's deadline ends the wait.
+  if (fenced.ended_rank) {
+    throw Error(Code::peer_failed, "bootstrap: rank " + std::to_string(*fenced.ended_rank) +
+                                       " ended before the PMIx fence (" + name +
+                                       ") was done: the launcher says " + fenced.ended_state);
+  }
+  if (fenced.status == PMIX_ERR_TIMEOUT) {
     throw Error(Code::timeout, "bootstrap: not every rank came to the PMIx fence (" + name +
                                    ") within " + std::to_string(seconds) +
                                    " s (IBCOLL_TIMEOUT): a rank died or is stuck before it");
   }
-  if (rc != PMIX_SUCCESS) {
-    throw Error(Code::peer_failed, failure_text("PMIx_Fence (" + name + ")", rc));
+  if (fenced.status != PMIX_SUCCESS) {
+    throw Error(Code::peer_failed, failure_text("PMIx_Fence (" + name + ")", fenced.status));
   }
 
   std::vector<std::string> all(static_cast<size_t>(size_));
