@@ -26,6 +26,8 @@ const char* code_name(Code code) {
       return "internal error";
     case Code::revoked:
       return "revoked";
+    case Code::fenced:
+      return "fenced";
   }
   return "unknown";
 }

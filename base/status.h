@@ -19,6 +19,7 @@ enum class Code {
   mismatch,          // ranks disagree about a call
   internal,
   revoked,  // the communicator was revoked (ibcoll_comm_revoke)
+  fenced,   // the other ranks declared this one failed: it is out of the job
 };
 
 const char* code_name(Code code);

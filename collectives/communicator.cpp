@@ -139,6 +139,11 @@ PreparedCall Communicator::prepare(Collective collective, const CollectiveArgs& 
   const Algorithm& algorithm = algorithm_for(collective, call);
   const uint64_t tag = call_tag(id_, next_sequence_);
   const int sequences = algorithm.across_nodes ? layout_->sequences_per_call() : 1;
+  if (next_sequence_ + static_cast<uint64_t>(sequences) > kFirstAgreementSequence) {
+    throw Error(Code::system_error, "communicator " + std::to_string(id_) +
+                                        ": its calls have used every sequence number (" +
+                                        std::to_string(kFirstAgreementSequence) + ")");
+  }
   next_sequence_ += static_cast<uint64_t>(sequences);
   const uint64_t last_tag = tag + static_cast<uint64_t>(sequences) * kStepsPerCall - 1;
   Group group{channel_, rank(),        members(),      slots_ ? &*slots_ : nullptr,

@@ -106,6 +106,12 @@ class Communicator {
   const Algorithm& choose(Collective collective, size_t count, DataType type) const;
   // Whether it is revoked (ibcoll_comm_revoke), shared with the context that hears the word.
   const std::shared_ptr<Revocation>& revocation() const { return revocation_; }
+  // Its agreements (collectives/agreement.h) are numbered in the order its members make them:
+  // the next one's number, taken.
+  uint32_t take_agreement_number() { return agreements_made_++; }
+  // The members its last agreement held failed (member indices, in order; none before any).
+  const std::vector<int>& agreed_failed() const { return agreed_failed_; }
+  void set_agreed_failed(std::vector<int> failed) { agreed_failed_ = std::move(failed); }
 
  private:
   void check_arguments(Collective collective, const CollectiveArgs& args) const;
@@ -121,6 +127,8 @@ class Communicator {
   uint64_t first_sequence_;
   uint64_t next_sequence_;
   std::shared_ptr<Revocation> revocation_;
+  uint32_t agreements_made_ = 0;
+  std::vector<int> agreed_failed_;
   // Per collective, the algorithms of the last few sizes called, replaced in turn: calls in a
   // loop choose once, also when they alternate sizes (a barrier between timed calls); the
   // algorithm chosen last is logged when it changes.

@@ -71,7 +71,8 @@ const Variable kVariables[] = {
     {"IBCOLL_FAULT", "",
      "for tests: this process fails at the named point (node-calibration: its node's start-up "
      "calibration; qp-error:N: the verbs QP of its Nth work request goes into error once it is "
-     "posted); empty: none"},
+     "posted; agreement-exit:N: it is killed right after sending its Nth agreement message); "
+     "empty: none"},
     {"IBCOLL_DEVICE", "",
      "verbs device as name[:port]; empty: the active one nearest this rank's cpus (ranks of a "
      "node take turns over equally near ones)"},
@@ -315,10 +316,14 @@ Config Config::from_environment(const std::function<const char*(const char*)>& l
     c.fault = Fault::qp_error;
     c.fault_after =
         static_cast<uint64_t>(parse_integer("IBCOLL_FAULT", fault.substr(9), 1, 1L << 62));
+  } else if (fault.starts_with("agreement-exit:")) {
+    c.fault = Fault::agreement_exit;
+    c.fault_after =
+        static_cast<uint64_t>(parse_integer("IBCOLL_FAULT", fault.substr(15), 1, 1L << 62));
   } else if (!fault.empty()) {
     throw Error(Code::invalid_argument, "IBCOLL_FAULT: '" + fault +
                                             "' is no fault point (node-calibration, qp-error:N, "
-                                            "or empty)");
+                                            "agreement-exit:N, or empty)");
   }
   c.largest_communicator_id = static_cast<uint32_t>(
       parse_integer("IBCOLL_COMM_IDS", get("IBCOLL_COMM_IDS"), 3, CommunicatorIds::kLargest));

@@ -56,8 +56,10 @@ struct Config {
   bool calibrate_single_copy_allreduce = true;
   CalibrationPretend pretend;  // for tests: the outcomes the calibrations decide from
   // For tests: where this process fails on purpose (per process: not a shared setting).
-  enum class Fault { none, node_calibration, qp_error } fault = Fault::none;
-  uint64_t fault_after = 0;  // qp_error: after this many work requests posted over verbs
+  enum class Fault { none, node_calibration, qp_error, agreement_exit } fault = Fault::none;
+  // qp_error: after this many work requests posted over verbs; agreement_exit: after this many
+  // agreement messages sent
+  uint64_t fault_after = 0;
   uint32_t largest_communicator_id = CommunicatorIds::kLargest;
   transport::ucx::Options ucx;
 #ifdef IBCOLL_HAVE_VERBS

@@ -30,6 +30,8 @@ using collectives::Communicator;
 
 // The revoked keys kept for communicators not made yet (Context::heard).
 constexpr size_t kRevokedBeforeMadeKept = 4096;
+// Agreements of freed communicators kept for members that decide later (Context::release).
+constexpr size_t kFreedAgreementsKept = 16;
 
 // Every rank in [0, size), none twice: else Error(invalid_argument) naming `ranks`.
 void check_rank_list(std::span<const int> ranks, int size) {
@@ -160,6 +162,14 @@ void Context::pass_word_on(const Status& outcome) {
   if (outcome.code() == Code::revoked) send_out_notices();
 }
 
+Error Context::refused(const Error& e) {
+  if (e.status().code() == Code::invalid_argument) return e;  // bad input changes nothing
+  pass_word_on(e.status());
+  job_.engine().progress();
+  if (const Status* fenced = channel_->fenced()) return Error(*fenced);
+  return e;
+}
+
 // The caller may make no call after this one, and this rank's notices may wait for a connection
 // that only progress makes: they are driven out of this process first, for one keepalive
 // interval (a handshake with a peer in the library takes milliseconds). A partner outside the
@@ -183,6 +193,13 @@ void Context::send_out_notices() {
 }
 
 void Context::heard(int teller, const transport::Notice& notice) {
+  if (notice.kind == transport::Notice::Kind::agreeing) {
+    for (HeldAgreement& held : agreements_) {
+      if (held.agreement->key() == notice.subject && held.agreement->instance() == notice.detail)
+        held.agreement->heard_from(teller);
+    }
+    return;
+  }
   if (notice.kind != transport::Notice::Kind::revoked) return;
   const auto by = static_cast<int>(notice.detail);
   if (by < 0 || by >= job_.size()) return;
@@ -199,6 +216,93 @@ void Context::heard(int teller, const transport::Notice& notice) {
     if (revoked_before_made_.size() >= kRevokedBeforeMadeKept) revoked_before_made_.clear();
     revoked_before_made_.emplace(notice.subject, by);
   }
+}
+
+collectives::AgreementDecision Context::agree(Communicator& communicator,
+                                              collectives::Agreement::Fold fold,
+                                              std::vector<uint64_t> mine) {
+  const Config& config = job_.config();
+  collectives::Agreement::Settings settings;
+  settings.fence_after = config.timeout;
+  settings.heartbeat = config.ucx.keepalive;
+  if (config.fault == Config::Fault::agreement_exit)
+    settings.exit_after_messages = config.fault_after;
+  const uint64_t key = communicator.revocation()->key();
+  const uint32_t number = communicator.take_agreement_number();
+  agreements_.push_back({std::make_unique<collectives::Agreement>(
+                             *channel_, communicator.membership(), key, communicator.id(), number,
+                             fold, std::move(mine), settings),
+                         std::nullopt});
+  collectives::Agreement& agreement = *agreements_.back().agreement;
+  // No deadline of its own: it fences out a member silent for IBCOLL_TIMEOUT, and so ends.
+  job_.engine().wait(
+      [&] {
+        advance_all();
+        return agreement.ended();
+      },
+      kNoTimeout, "agreement");
+  if (!agreement.failure().ok()) throw Error(agreement.failure());
+  collectives::AgreementDecision decision = agreement.decision();
+  communicator.set_agreed_failed(decision.failed.list());
+  forget_agreements(key, number);
+  return decision;
+}
+
+std::unique_ptr<Communicator> Context::shrink(Communicator& communicator) {
+  using Fold = collectives::Agreement::Fold;
+  collectives::AgreementDecision agreed =
+      agree(communicator, Fold::maximum, {ids_.next(), ids_.stamp()});
+  uint64_t id = agreed.values[0];
+  const uint64_t stamp = agreed.values[1];
+  if (id > ids_.largest()) {  // a member holds a high id: the lowest free on all
+    agreed = agree(communicator, Fold::bitwise_or, ids_.held_bitmap());
+    id = ids_.lowest_clear(agreed.values);
+    if (id == 0) {
+      throw Error(Code::system_error, "shrink: all " + std::to_string(ids_.largest() - 1) +
+                                          " communicator ids are held by live communicators");
+    }
+  }
+  ids_.see(stamp);
+  std::vector<int> members;
+  int rank = -1;
+  for (int m = 0; m < communicator.size(); ++m) {
+    if (agreed.failed.contains(m)) continue;
+    if (m == communicator.rank()) rank = static_cast<int>(members.size());
+    members.push_back(communicator.members()[static_cast<size_t>(m)]);
+  }
+  IBCOLL_LOG(info, "shrink: communicator " << communicator.id() << " of " << communicator.size()
+                                           << " ranks goes on as communicator " << id << " of "
+                                           << members.size());
+  return holding(static_cast<uint32_t>(id), stamp, [&] {
+    return make_communicator(std::move(members), rank, static_cast<uint16_t>(id), stamp);
+  });
+}
+
+void Context::forget_agreements(uint64_t key, uint32_t before) {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(agreements_, [&](const HeldAgreement& held) {
+    const collectives::Agreement& a = *held.agreement;
+    return (a.key() == key && a.instance() < before) ||
+           (held.freed_at && now - *held.freed_at > job_.config().timeout);
+  });
+  // A program that agrees on communicators it frees at once keeps kFreedAgreementsKept at most.
+  for (;;) {
+    auto oldest = agreements_.end();
+    size_t freed = 0;
+    for (auto it = agreements_.begin(); it != agreements_.end(); ++it) {
+      if (!it->freed_at) continue;
+      ++freed;
+      if (oldest == agreements_.end() || *it->freed_at < *oldest->freed_at) oldest = it;
+    }
+    if (freed <= kFreedAgreementsKept) break;
+    agreements_.erase(oldest);
+  }
+  std::erase_if(ids_kept_for_agreements_, [&](const KeptId& kept) {
+    for (const HeldAgreement& held : agreements_)
+      if (held.agreement->key() == kept.key) return false;
+    ids_.release(kept.id, kept.next_sequence);
+    return true;
+  });
 }
 
 std::unique_ptr<Communicator> Context::holding(uint32_t id, uint64_t stamp,
@@ -455,8 +559,7 @@ std::unique_ptr<Request> Context::start(Communicator& communicator, Collective c
   try {
     return std::make_unique<Request>(*this, communicator.start(collective, args, extra));
   } catch (const Error& e) {
-    pass_word_on(e.status());
-    throw;
+    throw refused(e);
   }
 }
 
@@ -466,8 +569,7 @@ Status Context::run(Communicator& communicator, Collective collective,
     try {
       return communicator.prepare(collective, args);
     } catch (const Error& e) {
-      pass_word_on(e.status());
-      throw;
+      throw refused(e);
     }
   }();
   if (call.runs_here()) {
@@ -529,6 +631,8 @@ void Context::advance_all() {
   probe_roster_.serve_all();
   for (Request* r : in_flight_)
     r->operation().advance();
+  for (HeldAgreement& held : agreements_)
+    held.agreement->advance();
 }
 
 std::vector<std::string> Context::calls_in_flight() const {
@@ -540,6 +644,9 @@ std::vector<std::string> Context::calls_in_flight() const {
   }
   for (Communicator* c : holders_) {
     if (c->held()) calls.push_back(c->held()->describe() + " (returned early; it runs on)");
+  }
+  for (const HeldAgreement& held : agreements_) {
+    if (!held.agreement->ended()) calls.push_back(held.agreement->describe());
   }
   return calls;
 }
@@ -700,8 +807,22 @@ std::unique_ptr<Communicator> Context::like(const Communicator& like, uint32_t i
 }
 
 void Context::release(Communicator& communicator, bool abandoned) {
+  const uint64_t key = communicator.revocation()->key();
+  bool kept = false;
+  for (HeldAgreement& held : agreements_) {
+    if (held.agreement->key() != key) continue;
+    held.freed_at = std::chrono::steady_clock::now();
+    kept = true;
+  }
   if (abandoned) communicator.abandon_slots();
-  ids_.release(communicator.id(), communicator.next_sequence());
+  // Its agreements stay a while, under tags of its id: the id is not free here until they go,
+  // so that no later communicator of this rank takes it (and their messages).
+  if (kept) {
+    ids_kept_for_agreements_.push_back({key, communicator.id(), communicator.next_sequence()});
+  } else {
+    ids_.release(communicator.id(), communicator.next_sequence());
+  }
+  forget_agreements(key, 0);
 }
 
 std::optional<collectives::SlotGroup> Context::slot_group(const std::vector<int>& members,

@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "collectives/agreement.h"
 #include "collectives/communicator.h"
 #include "runtime/communicator_ids.h"
 #include "runtime/job.h"
@@ -131,6 +132,22 @@ class Context : private transport::RoutedChannel::Listener {
   // A call that ends with `outcome` goes back to its caller, who may leave the library for long:
   // when its communicator was revoked, the word this rank passes on leaves the process first.
   void pass_word_on(const Status& outcome);
+  // What a call refused before it starts (its communicator revoked or failed, a member gone)
+  // returns: the word of a revocation leaves first, and the transports are polled once, so that
+  // a rank whose calls all fail so still hears that it was fenced out, and says so then.
+  Error refused(const Error& e);
+  // Collective over the live members of `communicator`, revoked or not, whatever fails meanwhile
+  // (ibcoll_comm_agree): the fold of the members' `mine` and the members held failed, the same
+  // on every member it returns on (collectives/agreement.h); the communicator keeps that set
+  // (agreed_failed). Error(fenced) where this rank was fenced out, Error(mismatch) where a member
+  // made another kind of agreement call.
+  collectives::AgreementDecision agree(collectives::Communicator& communicator,
+                                       collectives::Agreement::Fold fold,
+                                       std::vector<uint64_t> mine);
+  // Collective over the live members (ibcoll_comm_shrink): a new communicator of those the
+  // agreement did not hold failed, in their order, with an id free on each and their largest
+  // stamp; the connections to them are the ones this process has.
+  std::unique_ptr<collectives::Communicator> shrink(collectives::Communicator& communicator);
 
  private:
   friend class Request;
@@ -155,8 +172,13 @@ class Context : private transport::RoutedChannel::Listener {
   // Drives progress until no notice waits to leave (a connection to make), within one
   // IBCOLL_KEEPALIVE interval.
   void send_out_notices();
-  // RoutedChannel::Listener: a member's word that a communicator is revoked.
+  // RoutedChannel::Listener: a member's word that a communicator is revoked, or that it is
+  // alive in an agreement.
   void heard(int teller, const transport::Notice& notice) override;
+  // Agreements that have decided stay for the members that decide later (early return), until
+  // a later agreement of their communicator decides, or IBCOLL_TIMEOUT after it is freed (the
+  // last kFreedAgreementsKept freed at most), when their communicator's id is free again.
+  void forget_agreements(uint64_t key, uint32_t before);
   // Where the word of a revoked communicator finds it: every communicator made here is listed.
   void list_revocable(const collectives::Communicator& communicator);
   std::unique_ptr<collectives::Communicator> make_communicator(std::vector<int> members, int rank,
@@ -196,6 +218,18 @@ class Context : private transport::RoutedChannel::Listener {
   // before this rank made their communicator, which is revoked as it is made.
   std::unordered_map<uint64_t, std::weak_ptr<collectives::Revocation>> revocations_;
   std::unordered_map<uint64_t, int> revoked_before_made_;
+  struct HeldAgreement {
+    std::unique_ptr<collectives::Agreement> agreement;
+    std::optional<std::chrono::steady_clock::time_point> freed_at;  // its communicator's free
+  };
+  std::vector<HeldAgreement> agreements_;
+  // The ids of freed communicators whose agreements stay, released once those go.
+  struct KeptId {
+    uint64_t key;
+    uint32_t id;
+    uint64_t next_sequence;
+  };
+  std::vector<KeptId> ids_kept_for_agreements_;
   std::vector<Request*> in_flight_;
   // The blocking calls run on their callers' stacks (not Requests), while they run: their
   // descriptions.

@@ -40,6 +40,15 @@ void Channel::check_recv(int peer, const void* buffer, size_t capacity,
   if (!done) throw Error(Code::invalid_argument, "recv: no completion callback");
 }
 
+void Channel::hold_failed(int peer, const Status& why) {
+  (void)why;
+  throw Error(Code::internal, "this channel cannot hold peer " + std::to_string(peer) + " failed");
+}
+
+void Channel::fence(int peer, const Status& why) {
+  hold_failed(peer, why);
+}
+
 Status Channel::receive_status(int peer, uint64_t message_bytes, size_t capacity) {
   if (message_bytes <= capacity) return {};
   return Status(Code::truncated, "recv from peer " + std::to_string(peer) + ": message of " +

@@ -78,6 +78,14 @@ class Channel : public Poller {
   // Sends `notice` to every peer this channel reaches now (connected, not failed), except the
   // job rank a rank_gone notice names.
   virtual void tell_peers(const Notice& notice) = 0;
+  // From now on `peer` is held failed, as if a transport had seen it die, and the job hears it
+  // (RoutedChannel): for a member that another member's agreement holds failed. Only a channel
+  // that spreads such news can; others throw Error(internal).
+  virtual void hold_failed(int peer, const Status& why);
+  // The same for a peer that looks alive but was silent too long where this rank waited on it
+  // (an agreement): it is fenced out, and told so, so that it stops (Code::fenced).
+  virtual void fence(int peer, const Status& why);
+
   // `peer` is gone by another's word (a peer saw it fail): a channel that would otherwise wait
   // on it (a flush at teardown) gives it up now.
   virtual void peer_gone_elsewhere(int peer, const Status& why) {

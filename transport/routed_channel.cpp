@@ -39,15 +39,31 @@ void RoutedChannel::peer_gone(const Channel& from, int peer, const Status& why) 
 
 void RoutedChannel::heard(const Channel& from, int teller, const Notice& notice) {
   // A teller this rank holds gone may be one wrongly taken for dead (a probe unanswered on a
-  // lossy link): its word would spread the mistake, and it has nothing to add.
+  // lossy link): its word would spread the mistake, and it has nothing to add. One that still
+  // takes part in an agreement has not heard it: it is told.
   const int told_by = job_rank_of(from, teller);
-  if (told_by < 0 || gone_.contains(told_by)) return;
+  if (told_by < 0) return;
+  if (gone_.contains(told_by)) {
+    if (notice.kind == Notice::Kind::agreeing) tell_fenced(told_by);
+    return;
+  }
   if (notice.kind != Notice::Kind::rank_gone) {
     if (listener_) to_hand_on_.emplace_back(told_by, notice);
     return;
   }
   const uint64_t job_rank = notice.subject;
-  if (job_rank >= routes_.size() || static_cast<int>(job_rank) == rank_) return;
+  if (job_rank >= routes_.size()) return;
+  if (static_cast<int>(job_rank) == rank_) {
+    if (!fenced_) {
+      fenced_ =
+          Status(Code::fenced, "this rank (" + std::to_string(rank_) +
+                                   ") was declared failed by rank " + std::to_string(told_by) +
+                                   ": the job goes on without it (it was silent too long "
+                                   "where others waited on it, or cut off); it may only "
+                                   "finalize");
+    }
+    return;
+  }
   const auto code = static_cast<Code>(notice.detail);
   note_gone(static_cast<int>(job_rank),
             Status(code, "rank " + std::to_string(job_rank) + " is gone (rank " +
@@ -57,6 +73,24 @@ void RoutedChannel::heard(const Channel& from, int teller, const Notice& notice)
 void RoutedChannel::note_gone(int rank, Status why) {
   if (!gone_.emplace(rank, std::move(why)).second) return;  // heard already: told already
   to_tell_.emplace_back(static_cast<uint32_t>(rank), gone_.at(rank).code());
+}
+
+void RoutedChannel::hold_failed(int peer, const Status& why) {
+  check_peer(peer, "hold_failed");
+  note_gone(peer, why);
+}
+
+void RoutedChannel::fence(int peer, const Status& why) {
+  check_peer(peer, "fence");
+  tell_fenced(peer);  // before it is held gone: a transport tells a failed peer nothing
+  note_gone(peer, why);
+}
+
+void RoutedChannel::tell_fenced(int rank) {
+  fenced_peers_.insert(rank);
+  const Route& route = routes_[static_cast<size_t>(rank)];
+  route.channel->tell(route.peer, {Notice::Kind::rank_gone, static_cast<uint64_t>(rank),
+                                   static_cast<uint32_t>(Code::fenced)});
 }
 
 void RoutedChannel::tell(int peer, const Notice& notice) {
@@ -107,7 +141,8 @@ int RoutedChannel::poll() {
   while (!to_tell_.empty()) {
     const auto [rank, code] = to_tell_.back();
     to_tell_.pop_back();
-    if (const Route& route = routes_[rank]; route.channel)
+    // A fenced rank lives: its transport keeps it, so that what it was told reaches it.
+    if (const Route& route = routes_[rank]; route.channel && !fenced_peers_.contains(rank))
       route.channel->peer_gone_elsewhere(route.peer, gone_.at(static_cast<int>(rank)));
     tell_peers({Notice::Kind::rank_gone, rank, static_cast<uint32_t>(code)});
   }

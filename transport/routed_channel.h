@@ -10,9 +10,16 @@
 // rank that waits on a live partner that waits on the dead one learns it in seconds, not at its
 // deadline. Other notices (a communicator revoked) go to its listener, from poll(); a notice
 // from a rank held gone is dropped: its word is not heeded, whatever it says.
+//
+// A rank may be held gone that lives (an agreement gave up on it, fence()): it is told so, and a
+// rank that hears that it is held gone is fenced out: from then on every peer is failed for it
+// with Code::fenced, so that its calls fail and it can only finalize. One held gone that still
+// says it is agreeing is told again (it may not have heard).
 #pragma once
 
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -45,11 +52,14 @@ class RoutedChannel final : public Channel, private Channel::Observer {
     return route.channel && route.channel->unaided(route.peer, bytes);
   }
   const Status* peer_failure(int peer) const override {
+    if (const Status* out = fenced()) return out;
     if (auto it = gone_.find(peer); it != gone_.end()) return &it->second;
     const Route& route = routes_[static_cast<size_t>(peer)];
     return route.channel ? route.channel->peer_failure(route.peer) : nullptr;
   }
-  size_t failures_known() const override { return gone_.size(); }
+  size_t failures_known() const override { return gone_.size() + (fenced_ ? 1 : 0); }
+  void hold_failed(int peer, const Status& why) override;
+  void fence(int peer, const Status& why) override;
   void tell(int peer, const Notice& notice) override;
   void tell_peers(const Notice& notice) override;
   bool notices_pending() const override;
@@ -63,8 +73,10 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   int poll() override;
   int arm_event_fd() override;
 
-  // Whether some rank of the job is known gone.
-  bool any_rank_gone() const { return !gone_.empty(); }
+  // Why this rank was fenced out (another held it failed and told it), or null.
+  const Status* fenced() const { return fenced_ ? &*fenced_ : nullptr; }
+  // Whether some rank of the job is known gone (or this one fenced out).
+  bool any_rank_gone() const { return !gone_.empty() || fenced_; }
   // The transport that reaches `peer` (for reports: "shm" or "verbs" by the caller's naming).
   const Channel* channel_of(int peer) const { return routes_[static_cast<size_t>(peer)].channel; }
   // What was sent through `channel` (one of the transports) since the start.
@@ -80,6 +92,8 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   // The job rank that is `peer` of channel `from`.
   int job_rank_of(const Channel& from, int peer) const;
   void note_gone(int rank, Status why);
+  // Tells `rank` that it is held gone.
+  void tell_fenced(int rank);
 
   int rank_;
   std::vector<Route> routes_;
@@ -87,6 +101,8 @@ class RoutedChannel final : public Channel, private Channel::Observer {
   std::vector<Traffic> sent_;  // per transport
   size_t max_message_size_ = 0;
   std::unordered_map<int, Status> gone_;            // ranks known gone, and why
+  std::unordered_set<int> fenced_peers_;            // those of them this rank told so
+  std::optional<Status> fenced_;                    // this rank was fenced out, by whom
   std::vector<std::pair<uint32_t, Code>> to_tell_;  // told from poll(), outside the transports
   Listener* listener_ = nullptr;
   std::vector<std::pair<int, Notice>> to_hand_on_;  // the listener's, handed on from poll()

@@ -36,7 +36,9 @@ typedef enum {
   IBCOLL_ERR_TRUNCATED,        /* a message was longer than its buffer */
   IBCOLL_ERR_MISMATCH,         /* ranks made different calls */
   IBCOLL_ERR_INTERNAL,
-  IBCOLL_ERR_REVOKED /* the communicator was revoked (ibcoll_comm_revoke) */
+  IBCOLL_ERR_REVOKED, /* the communicator was revoked (ibcoll_comm_revoke) */
+  IBCOLL_ERR_FENCED   /* the other ranks declared this one failed (it was silent too long in an
+                         agreement, or cut off): its calls fail; it may only finalize */
 } ibcoll_status_t;
 
 /* Types, ops and collectives travel as int so that any value a caller passes can be checked
@@ -165,6 +167,25 @@ ibcoll_status_t ibcoll_comm_abandon(ibcoll_comm_t* comm);
  * word to a partner outside the library all that time goes with this rank's later calls). Free it
  * with ibcoll_comm_free (the world: ibcoll_finalize). Revoking it again does nothing. */
 ibcoll_status_t ibcoll_comm_revoke(ibcoll_comm_t comm);
+/* A fault-tolerant agreement, collective over the live members of `comm` (revoked or not), that
+ * completes however many members fail during it: *flags becomes the bitwise AND of the flags of
+ * the members it counts, and every member it returns on gets the same value and the same set of
+ * failed members (ibcoll_comm_failed_ranks). IBCOLL_SUCCESS when that set is empty;
+ * IBCOLL_ERR_PEER_FAILED, *flags agreed all the same, when it holds members (the message names
+ * them). A member silent for IBCOLL_TIMEOUT while another waits on it there is fenced out:
+ * declared failed, and told so (its calls fail with IBCOLL_ERR_FENCED). A member may return
+ * before others have the answer, and gives it on from its later calls into ibcoll: it should
+ * not leave the library for longer than IBCOLL_TIMEOUT before the others are done. */
+ibcoll_status_t ibcoll_comm_agree(ibcoll_comm_t comm, int* flags);
+/* The members of `comm` that its last agreement (ibcoll_comm_agree or ibcoll_comm_shrink) held
+ * failed, as ranks of `comm` in order, the same on every member: the first `capacity` into
+ * `ranks`, how many in *count. None before any agreement. */
+ibcoll_status_t ibcoll_comm_failed_ranks(ibcoll_comm_t comm, int* ranks, int capacity, int* count);
+/* Collective over the live members of `comm` (revoked or not): they agree on who failed, as
+ * ibcoll_comm_agree does (a failure during it is survived the same way), and *newcomm becomes a
+ * communicator of the others, in their order in `comm`, for every collective and algorithm; the
+ * connections that are still good serve it. `comm` stays, to be freed (ibcoll_comm_free). */
+ibcoll_status_t ibcoll_comm_shrink(ibcoll_comm_t comm, ibcoll_comm_t* newcomm);
 
 /* recv = send[rank 0] op send[rank 1] op ...: the same bits on every rank. `send` may equal
  * `recv` or be IBCOLL_IN_PLACE. count 0 is a no-op (still a collective call). */

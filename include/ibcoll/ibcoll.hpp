@@ -11,6 +11,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ibcoll/ibcoll.h"
 
@@ -121,6 +122,29 @@ class Communicator {
   }
   // Not collective: every member's calls on it fail with IBCOLL_ERR_REVOKED (ibcoll_comm_revoke).
   void revoke() const { check(ibcoll_comm_revoke(handle_)); }
+  // Collective over the live members, whatever fails (ibcoll_comm_agree): the AND of every
+  // member's flags, with failed_ranks() telling who failed; Error only where this rank cannot
+  // take part (fenced out, a member's other call), not for members that failed.
+  int agree(int flags) const {
+    const ibcoll_status_t status = ibcoll_comm_agree(handle_, &flags);
+    if (status != IBCOLL_ERR_PEER_FAILED) check(status);
+    return flags;
+  }
+  // The members the last agreement held failed (ibcoll_comm_failed_ranks), in order.
+  std::vector<int> failed_ranks() const {
+    int count = 0;
+    check(ibcoll_comm_failed_ranks(handle_, nullptr, 0, &count));
+    std::vector<int> ranks(static_cast<size_t>(count));
+    check(ibcoll_comm_failed_ranks(handle_, ranks.data(), count, &count));
+    return ranks;
+  }
+  // Collective over the live members (ibcoll_comm_shrink): a communicator of those that did
+  // not fail.
+  Communicator shrink() const {
+    ibcoll_comm_t out = nullptr;
+    check(ibcoll_comm_shrink(handle_, &out));
+    return Communicator(out, true);
+  }
 
   template <typename T>
   void allreduce(std::span<const T> in, std::span<T> out, ibcoll_op_t op) const {

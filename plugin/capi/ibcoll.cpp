@@ -74,6 +74,8 @@ ibcoll_status_t to_c(Code code) {
       break;
     case Code::revoked:
       return IBCOLL_ERR_REVOKED;
+    case Code::fenced:
+      return IBCOLL_ERR_FENCED;
   }
   return IBCOLL_ERR_INTERNAL;
 }
@@ -242,6 +244,8 @@ const char* ibcoll_status_name(ibcoll_status_t status) {
       return "internal error";
     case IBCOLL_ERR_REVOKED:
       return "revoked";
+    case IBCOLL_ERR_FENCED:
+      return "fenced";
   }
   return "unknown status";
 }
@@ -451,6 +455,46 @@ ibcoll_status_t ibcoll_comm_revoke(ibcoll_comm_t comm) {
   return guarded([&] {
     ibcoll_comm* const c = live(comm);
     c->owner->context->revoke(*c->communicator);
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_agree(ibcoll_comm_t comm, int* flags) {
+  return guarded([&] {
+    ibcoll_comm* const c = live(comm);
+    require(flags, "flags");
+    const ibcoll::collectives::AgreementDecision agreed = c->owner->context->agree(
+        *c->communicator, ibcoll::collectives::Agreement::Fold::bitwise_and,
+        {static_cast<uint32_t>(*flags)});
+    *flags = static_cast<int>(static_cast<uint32_t>(agreed.values[0]));
+    if (agreed.failed.count() == 0) return Status();
+    std::string ranks;
+    for (int member : agreed.failed.list())
+      ranks += (ranks.empty() ? "" : ", ") + std::to_string(member);
+    return Status(Code::peer_failed, "agreed, with " + std::to_string(agreed.failed.count()) +
+                                         " members of the communicator failed: " + ranks);
+  });
+}
+
+ibcoll_status_t ibcoll_comm_failed_ranks(ibcoll_comm_t comm, int* ranks, int capacity, int* count) {
+  return guarded([&] {
+    ibcoll_comm* const c = live(comm);
+    require(count, "count");
+    if (capacity < 0) invalid("capacity: " + std::to_string(capacity) + " is negative");
+    if (capacity > 0) require(ranks, "ranks");
+    const std::vector<int>& failed = c->communicator->agreed_failed();
+    const size_t shown = std::min(failed.size(), static_cast<size_t>(capacity));
+    std::copy_n(failed.begin(), shown, ranks);
+    *count = static_cast<int>(failed.size());
+    return Status();
+  });
+}
+
+ibcoll_status_t ibcoll_comm_shrink(ibcoll_comm_t comm, ibcoll_comm_t* newcomm) {
+  return guarded([&] {
+    ibcoll_comm* const c = live(comm);
+    require(newcomm, "newcomm");
+    *newcomm = adopt(c->owner, c->owner->context->shrink(*c->communicator));
     return Status();
   });
 }

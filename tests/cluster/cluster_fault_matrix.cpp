@@ -9,14 +9,15 @@
 // cluster job holds them all and no rank of it dies. The victim's child dies; every survivor's
 // child must fail a call naming the dead rank, no earlier than the call before the fatal one,
 // within kDetectSeconds of that call's start; its next call fails at once; nothing lands in its
-// buffer after; it finalizes. The seed (printed) is the job secret's unless given: every case
-// prints how to replay it.
+// buffer after; the survivors shrink and the case goes on among them, right; it finalizes. The seed
+// (printed) is the job secret's unless given: every case prints how to replay it.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -72,8 +73,14 @@ int run_case(int index, const Algorithm& a, const FaultPoint& p, int me, int siz
   RANK_CHECK(s.failed_call_seconds < kDetectSeconds, "the death took " +
                                                          std::to_string(s.failed_call_seconds) +
                                                          " s to fail the call: " + s.error);
-  std::printf("case %d: call %d failed after %.1f s: %s\n", index, s.failed_call,
-              s.failed_call_seconds, s.error.c_str());
+  std::vector<int> everyone(static_cast<size_t>(size));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  const auto went_on = shrink_and_go_on(a, p, world, everyone, me);
+  std::printf(
+      "case %d: call %d failed after %.1f s: %s; shrink and a first call among the rest "
+      "%.2f s\n",
+      index, s.failed_call, s.failed_call_seconds, s.error.c_str(),
+      std::chrono::duration<double>(went_on).count());
   RANK_CHECK(ibcoll_finalize(context) == IBCOLL_SUCCESS, ibcoll_last_error());
   std::fflush(stdout);  // the child leaves by _exit
   return 0;

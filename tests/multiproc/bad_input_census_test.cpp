@@ -56,6 +56,7 @@ TEST(BadInputCensus, EveryBadCallIsRefusedNamingItsArgumentAndChangesNothing) {
     ibcoll_context_t made_context = nullptr;
     ibcoll_request_t request = nullptr;
     ibcoll_counters_t counters{};
+    int flags = 5, failed[4] = {-1, -1, -1, -1}, failed_count = -1;
 
     // Handles that are not alive: freed, never made by ibcoll, or freed twice through a copy.
     ibcoll_comm_t freed_comm = nullptr;
@@ -120,6 +121,20 @@ TEST(BadInputCensus, EveryBadCallIsRefusedNamingItsArgumentAndChangesNothing) {
         {"revoke of a null communicator", "comm", [&] { return ibcoll_comm_revoke(nullptr); }},
         {"revoke of a freed communicator", "comm: not a live",
          [&] { return ibcoll_comm_revoke(stale_comm); }},
+        // agree, shrink and the failed ranks
+        {"agree without flags", "flags", [&] { return ibcoll_comm_agree(w, nullptr); }},
+        {"agree on a freed communicator", "comm: not a live",
+         [&] { return ibcoll_comm_agree(stale_comm, &flags); }},
+        {"shrink without a place for the new one", "newcomm",
+         [&] { return ibcoll_comm_shrink(w, nullptr); }},
+        {"shrink of a foreign communicator", "comm: not a live",
+         [&] { return ibcoll_comm_shrink(foreign_comm, &made); }},
+        {"failed ranks into no count", "count",
+         [&] { return ibcoll_comm_failed_ranks(w, failed, 4, nullptr); }},
+        {"failed ranks with a negative capacity", "capacity",
+         [&] { return ibcoll_comm_failed_ranks(w, failed, -1, &failed_count); }},
+        {"failed ranks into a null list", "ranks",
+         [&] { return ibcoll_comm_failed_ranks(w, nullptr, 4, &failed_count); }},
         // non-blocking calls and requests
         {"iallreduce without a request", "request",
          [&] { return ibcoll_iallreduce(f, o, 8, f32, sum, w, nullptr); }},
@@ -198,6 +213,8 @@ TEST(BadInputCensus, EveryBadCallIsRefusedNamingItsArgumentAndChangesNothing) {
     RANK_CHECK(!made && !request && !made_context, "a refused call handed out a handle");
     RANK_CHECK(out == std::vector<float>(8, 7.0f), "a refused call wrote to its buffer");
     RANK_CHECK(data == std::vector<float>(8, 1.0f), "a refused call wrote to its input");
+    RANK_CHECK(flags == 5 && failed_count == -1 && failed[0] == -1,
+               "a refused agreement call wrote to its arguments");
     // The algorithm and transport queries return null for bad input, naming it too.
     RANK_CHECK(!ibcoll_algorithm(w, static_cast<ibcoll_collective_t>(7), 8, f32) &&
                    std::string(ibcoll_last_error()).find("collective") != std::string::npos,

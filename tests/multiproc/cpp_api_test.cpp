@@ -1,7 +1,8 @@
 // The C++ layer (ibcoll.hpp) between forked ranks: typed allreduce and bcast, in place and not,
 // a split communicator freed by its owner, a request waited on, and failures as exceptions
-// carrying the status.
+// carrying the status; agreeing and shrinking once a rank died.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <numeric>
 #include <vector>
@@ -46,6 +47,35 @@ TEST(CppApi, TypedCallsOwnersAndExceptions) {
     }
     return 0;
   }));
+}
+
+// 4 ranks, rank 3 dies: the others' call throws, agree() gives the AND and failed_ranks() {3},
+// and shrink() a communicator of three that works.
+TEST(CppApi, AgreeAndShrinkAfterADeath) {
+  const std::vector<RankExit> exits = run_ranks(4, [](int me, int) {
+    api::Context context;
+    const api::Communicator& world = context.world();
+    std::vector<float> data(64, 1.0f);
+    world.allreduce<float>(data, IBCOLL_SUM);
+    if (me == 3) raise(SIGKILL);
+    try {
+      world.allreduce<float>(data, IBCOLL_SUM);
+      RANK_CHECK(false, "a call with rank 3 dead succeeded");
+    } catch (const api::Error& e) {
+      RANK_CHECK(e.status() == IBCOLL_ERR_PEER_FAILED, e.what());
+    }
+    RANK_CHECK(world.agree(me == 0 ? 0x3 : 0x7) == 0x3, "agreed flags");
+    RANK_CHECK(world.failed_ranks() == std::vector<int>{3}, "failed ranks");
+    const api::Communicator rest = world.shrink();
+    RANK_CHECK(rest.size() == 3 && rest.rank() == me, "the shrunken communicator");
+    std::vector<int32_t> ones(5, 1);
+    rest.allreduce<int32_t>(ones, IBCOLL_SUM);
+    RANK_CHECK(ones == std::vector<int32_t>(5, 3), "a sum over three");
+    return 0;
+  });
+  for (int rank = 0; rank < 3; ++rank)
+    EXPECT_TRUE(exits[static_cast<size_t>(rank)].ok()) << describe(exits);
+  EXPECT_EQ(exits[3].signal, SIGKILL) << describe(exits);
 }
 
 }  // namespace

@@ -7,10 +7,11 @@
 // The point is drawn from the seed (tests/support/fault_point.h). Every survivor must get
 // IBCOLL_ERR_PEER_FAILED naming the dead rank within seconds of its death, and no error before
 // it; its calls that succeed are right; its next call fails at once; nothing lands in its
-// buffer after the failed call returned; it finalizes, and leaves no descriptor open; no
-// shared-memory file of the run is left. Each case prints how to replay it (FAULT_SEED=N
-// FAULT_ONLY='allreduce ring'); FAULT_ROUNDS=N draws N points per algorithm, from seeds N in a
-// row (CI: 1, from a random seed).
+// buffer after the failed call returned; it then shrinks the world with the others, which all
+// hold the victim failed and it alone, and the case goes on among the three, right; it finalizes,
+// and leaves no descriptor open; no shared-memory file of the run is left. Each case prints how to
+// replay it (FAULT_SEED=N FAULT_ONLY='allreduce ring'); FAULT_ROUNDS=N draws N points per
+// algorithm, from seeds N in a row (CI: 1, from a random seed).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
@@ -57,7 +59,8 @@ int64_t now_ns() {
 }
 
 // A survivor: its failure must come after the death (its time in `death_file`), within
-// kNoticedWithin of it. Writes how long it took.
+// kNoticedWithin of it; then it shrinks the world and goes on with the rest. Writes how long
+// after the death it noticed, and how long its shrink and first call among the rest took.
 void survive_and_report(const Algorithm& a, const FaultPoint& p, ibcoll_context_t context,
                         ibcoll_comm_t world, int me, const std::vector<double>& input,
                         std::vector<std::byte>& buffer, const std::vector<std::byte>& want,
@@ -77,8 +80,13 @@ void survive_and_report(const Algorithm& a, const FaultPoint& p, ibcoll_context_
       "the death was noticed after " +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(noticed).count()) +
           " ms");
+  std::vector<int> everyone(kRanks);
+  std::iota(everyone.begin(), everyone.end(), 0);
+  const auto went_on = shrink_and_go_on(a, p, world, everyone, me);
   std::ofstream(report_file)
-      << std::chrono::duration_cast<std::chrono::milliseconds>(noticed).count() << "\n";
+      << std::chrono::duration_cast<std::chrono::milliseconds>(noticed).count()
+      << " ms, then shrink and a first call "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(went_on).count() << " ms\n";
 }
 
 // One case: 4 ranks, `a` forced, one killed at `p`. In the test process; says how long the
@@ -125,7 +133,7 @@ std::string run_case(const Algorithm& a, const FaultPoint& p, uint64_t seed) {
   for (int r : survivors) {
     std::string line;
     std::getline(std::ifstream(run + "-rank-" + std::to_string(r)), line);
-    noticed += (noticed.empty() ? "" : ", ") + line + " ms";
+    noticed += (noticed.empty() ? "" : "; ") + line;
     std::filesystem::remove(run + "-rank-" + std::to_string(r));
   }
   meeting_over("fault-" + std::to_string(seed), survivors);

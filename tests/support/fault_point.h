@@ -6,20 +6,23 @@
 // rank that dies between calls), the size, and whether node-local messages are read straight
 // from the sender (CMA) or go through the rings. The victim starts its fatal call and dies
 // inside it; a survivor calls until one fails, checking every result before; the failure names
-// the dead rank; nothing lands in its buffer afterwards; its next call fails at once.
+// the dead rank; nothing lands in its buffer afterwards; its next call fails at once. Then the
+// survivors shrink the communicator and the case's collective goes on among them, right.
 #pragma once
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "tests/support/collectives.h"
+#include "tests/support/shrinking.h"
 
 namespace ibcoll::testing {
 
@@ -223,6 +226,73 @@ inline Survival survive(const collectives::Algorithm& a, const FaultPoint& p,
   RANK_CHECK(Clock::now() - again < std::chrono::seconds(2),
              "the call after the failure waited, as if the dead rank could still answer");
   return s;
+}
+
+// After the failure, a survivor of `comm` (`members`: its job ranks in order) shrinks it: the
+// agreement must hold the victim failed, and only it; on the communicator of the rest, the case's
+// collective (its algorithm still forced: checked to run) goes on `calls` times, right (a dead
+// root's bcast is rank 0's of the rest). How long from the shrink's start the first of them took
+// to succeed; the rest is freed.
+inline std::chrono::steady_clock::duration shrink_and_go_on(const collectives::Algorithm& a,
+                                                            const FaultPoint& p, ibcoll_comm_t comm,
+                                                            const std::vector<int>& members, int me,
+                                                            int calls = 3) {
+  const auto start = std::chrono::steady_clock::now();
+  ibcoll_comm_t rest = nullptr;
+  RANK_CHECK(ibcoll_comm_shrink(comm, &rest) == IBCOLL_SUCCESS,
+             std::string("shrink: ") + ibcoll_last_error());
+  const auto victim_at = std::find(members.begin(), members.end(), p.victim) - members.begin();
+  RANK_CHECK(agreed_failed(comm) == std::vector<int>{static_cast<int>(victim_at)},
+             "the shrink held " + std::to_string(agreed_failed(comm).size()) +
+                 " members failed, not the victim alone");
+  std::vector<int> kept;
+  for (int m : members)
+    if (m != p.victim) kept.push_back(m);
+  RANK_CHECK(comm_size(rest) == static_cast<int>(kept.size()) &&
+                 kept[static_cast<size_t>(comm_rank(rest))] == me,
+             "the shrunken communicator does not hold the survivors in their order");
+  const bool allreduce = a.collective == collectives::Collective::allreduce;
+  const int root =
+      p.root == p.victim
+          ? 0
+          : static_cast<int>(std::find(kept.begin(), kept.end(), p.root) - kept.begin());
+  std::vector<double> input(p.count);
+  std::vector<std::byte> want;
+  if (allreduce) {
+    auto mine = testing::input(DataType::float64, ReduceOp::sum, me, p.count);
+    std::memcpy(input.data(), mine.data(), mine.size());
+    want = testing::input(DataType::float64, ReduceOp::sum, kept.front(), p.count);
+    for (size_t k = 1; k < kept.size(); ++k) {
+      collectives::reduce(want.data(),
+                          testing::input(DataType::float64, ReduceOp::sum, kept[k], p.count).data(),
+                          p.count, DataType::float64, ReduceOp::sum);
+    }
+  } else {
+    want.resize(p.count);
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = pattern(root, p.count, i);
+  }
+  expect_forced_algorithm(rest, allreduce ? IBCOLL_ALLREDUCE : IBCOLL_BCAST, p.count,
+                          allreduce ? DataType::float64 : DataType::uint8);
+  FaultPoint on_rest = p;
+  on_rest.root = root;
+  std::chrono::steady_clock::duration first_success{};
+  std::vector<std::byte> buffer(want.size());
+  for (int call = 0; call < calls; ++call) {
+    if (!allreduce && comm_rank(rest) == root) {
+      buffer = want;
+    } else {
+      std::fill(buffer.begin(), buffer.end(), std::byte{0xEE});
+    }
+    RANK_CHECK(
+        fault_call(a, on_rest, input, buffer, rest) == IBCOLL_SUCCESS,
+        "call " + std::to_string(call) + " on the shrunken communicator: " + ibcoll_last_error());
+    if (call == 0) first_success = std::chrono::steady_clock::now() - start;
+    RANK_CHECK(buffer == want, "call " + std::to_string(call) +
+                                   " on the shrunken communicator left a wrong result");
+  }
+  RANK_CHECK(ibcoll_comm_free(&rest) == IBCOLL_SUCCESS, ibcoll_last_error());
+  return first_success;
 }
 
 }  // namespace ibcoll::testing
