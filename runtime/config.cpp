@@ -20,8 +20,8 @@ namespace {
 const Variable kVariables[] = {
     {"IBCOLL_LOG", "warn", "log level: error|warn|info|debug|trace"},
     {"IBCOLL_TIMEOUT", "10m",
-     "deadline of a call, a wait, connection set-up (ms, s or m; 0: none); dead peers are "
-     "detected whatever it is"},
+     "deadline of a call, a wait, connection set-up, and of a silent member an agreement waits on, "
+     "which is then fenced out (ms, s or m; 0: none); dead peers are detected whatever it is"},
     {"IBCOLL_HANG_REPORT", "",
      "file for SIGUSR1's report of the calls in flight (%r rank, %p pid); empty: stderr"},
     {"IBCOLL_WAIT", "adaptive", "how waits poll: spin|adaptive (spin, then yield)|event (sleep)"},

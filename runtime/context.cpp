@@ -224,7 +224,8 @@ collectives::AgreementDecision Context::agree(Communicator& communicator,
   const Config& config = job_.config();
   collectives::Agreement::Settings settings;
   settings.fence_after = config.timeout;
-  settings.heartbeat = config.ucx.keepalive;
+  // Several heartbeats within the deadline, however short it is set.
+  settings.heartbeat = std::min(config.ucx.keepalive, config.timeout / 4);
   if (config.fault == Config::Fault::agreement_exit)
     settings.exit_after_messages = config.fault_after;
   const uint64_t key = communicator.revocation()->key();

@@ -285,6 +285,57 @@ TEST(ShmChannel, KilledPeerFailsItsOperationsOnly) {
   }
 }
 
+// Three ranks fill the rings between them both ways (4 MiB through each, no single copy);
+// rank 2 dies. Once ranks 0 and 1 have found it gone (a receive from it fails), the rings of
+// their pairs with it go back to the kernel: the segment holds at least two rings' worth less.
+TEST(ShmChannel, ADeadPeersRingsGoBackToTheKernel) {
+  RankOptions options = single_copy_from("0");
+  options.environment["IBCOLL_TIMEOUT"] = "20s";
+  auto exits = run_ranks(
+      3,
+      [](int me, int) {
+        runtime::ShmEndpoint r;
+        std::vector<std::byte> out(4 << 20, std::byte{1});
+        std::vector<std::vector<std::byte>> in(3, std::vector<std::byte>(out.size()));
+        std::vector<Transfer> sent(3), received(3);
+        for (int peer = 0; peer < 3; ++peer) {
+          if (peer == me) continue;
+          r.channel().send(peer, 1, out.data(), out.size(),
+                           record(sent[static_cast<size_t>(peer)]));
+          r.channel().recv(peer, 1, in[static_cast<size_t>(peer)].data(), out.size(),
+                           record(received[static_cast<size_t>(peer)]));
+        }
+        r.wait(
+            [&] {
+              for (int peer = 0; peer < 3; ++peer)
+                if (peer != me && !(sent[static_cast<size_t>(peer)].done &&
+                                    received[static_cast<size_t>(peer)].done))
+                  return false;
+              return true;
+            },
+            "the exchange");
+        r.bootstrap().barrier("filled");
+        const size_t before = r.channel().segment().resident_bytes();
+        r.bootstrap().barrier("measured");
+        if (me == 2) raise(SIGKILL);
+        Transfer from_dead;
+        char nothing = 0;
+        r.channel().recv(2, 2, &nothing, 1, record(from_dead));
+        r.wait([&] { return from_dead.done; }, "a receive from the dead peer");
+        RANK_CHECK(from_dead.status.code() == Code::peer_failed, from_dead.status.to_string());
+        meet_without_ibcoll("rings-back", me, {0, 1});
+        const size_t after = r.channel().segment().resident_bytes();
+        RANK_CHECK(after + 2 * transport::shm::Ring::kBytes <= before,
+                   "the segment holds " + std::to_string(after >> 10) + " KiB, was " +
+                       std::to_string(before >> 10) + " KiB");
+        return 0;
+      },
+      options);
+  meeting_over("rings-back", {0, 1});
+  EXPECT_EQ(exits[2].signal, SIGKILL) << describe(exits);
+  EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
+}
+
 constexpr size_t kLong = 4 << 20;  // many ring slots: a message copied through is long under way
 constexpr auto kFill = std::byte{0xEE};
 

@@ -592,7 +592,8 @@ TEST(VerbsTransport, RegistrationsGrantPeersNoMoreThanTheyNeed) {
 }
 
 // A peer killed mid-transfer: every survivor's operations with it fail with an error that names
-// it, well within the deadline, and the survivors go on talking to each other.
+// it, well within the deadline, the survivors go on talking to each other, and each destroys its
+// connection to the dead one once what it had posted there has flushed back.
 TEST(VerbsTransport, KilledPeerFailsItsOperationsOnly) {
   RankOptions options;
   options.environment["IBCOLL_TIMEOUT"] = "30s";
@@ -651,6 +652,11 @@ TEST(VerbsTransport, KilledPeerFailsItsOperationsOnly) {
                      sends[peer].status.to_string() + " / " + recvs[peer].status.to_string());
           RANK_CHECK(recvs[peer].buffer[99999] == std::byte(peer), "survivor payload");
         }
+        // The dead peer's connection goes once what was posted on it has flushed back: the QPs
+        // left are the two survivors' and the UD one.
+        r.wait([&] { return r.channel().counters().released_connections == 1; },
+               "the dead peer's connection to go");
+        RANK_CHECK(live_objects().qps == 3, "live QPs: " + std::to_string(live_objects().qps));
         return 0;
       },
       options);

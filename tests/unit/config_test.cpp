@@ -136,11 +136,13 @@ TEST(Config, BadValuesNameTheirVariable) {
     expect_error_naming({{"IBCOLL_COMM_IDS", text}}, "IBCOLL_COMM_IDS");
   for (const char* text : {"single_copy", "single_copy=fast", "slots=early,", "cma=wins"})
     expect_error_naming({{"IBCOLL_CALIBRATION_PRETEND", text}}, "IBCOLL_CALIBRATION_PRETEND");
-  for (const char* text : {"node_calibration", "qp-error:", "qp-error:0", "qp-error:soon"})
+  for (const char* text : {"node_calibration", "qp-error:", "qp-error:0", "qp-error:soon",
+                           "agreement-exit:", "agreement-exit:-1"})
     expect_error_naming({{"IBCOLL_FAULT", text}}, "IBCOLL_FAULT");
 }
 
-// A fault point for tests: named, and for qp-error the work request it strikes after.
+// A fault point for tests: named, and for qp-error the work request it strikes after, for
+// agreement-exit the agreement message.
 TEST(Config, FaultPointsAreParsed) {
   EXPECT_EQ(Config::from_environment(lookup_in({})).fault, Config::Fault::none);
   const Config qp = Config::from_environment(lookup_in({{"IBCOLL_FAULT", "qp-error:40"}}));
@@ -148,6 +150,12 @@ TEST(Config, FaultPointsAreParsed) {
   EXPECT_EQ(qp.fault_after, 40u);
 #ifdef IBCOLL_HAVE_VERBS
   EXPECT_EQ(qp.verbs.error_qp_after, 40u);
+#endif
+  const Config exit = Config::from_environment(lookup_in({{"IBCOLL_FAULT", "agreement-exit:2"}}));
+  EXPECT_EQ(exit.fault, Config::Fault::agreement_exit);
+  EXPECT_EQ(exit.fault_after, 2u);
+#ifdef IBCOLL_HAVE_VERBS
+  EXPECT_EQ(exit.verbs.error_qp_after, 0u);
 #endif
 }
 

@@ -2,10 +2,12 @@
 // memfd, sparse as the node's segment is): the members of one communicator share an entry, and
 // communicators with one id and one stamp (two agreements of different members whose stamps
 // happened to be equal) do not; an abandoned communicator's entry is free once those that bound
-// it let go, whoever never came; a freed set keeps its pages for the next communicator, up to
-// SlotRegion::kWarmSets of them, and the others give theirs back.
+// it let go, whoever never came, and any entry once those that have not let go are dead; a freed
+// set keeps its pages for the next communicator, up to SlotRegion::kWarmSets of them, and the
+// others give theirs back.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -95,6 +97,34 @@ TEST(SlotBinding, AnAbandonedEntryIsFreeOnceItsBindersLetGo) {
   }
   SlotBinding next(r.region, 9, 4, all, 0);
   EXPECT_EQ(next.set(), set) << "the abandoned entry still holds its set";
+}
+
+// A member died (a process that has exited) without letting go: once the others have, the entry
+// is free, so that the survivors' communicators do not leak the node's sets one by one. While
+// it lives, it holds the set.
+TEST(SlotBinding, AnEntryIsFreeOnceTheLivingLetGoOfIt) {
+  Region r;
+  const std::vector<int> all = {0, 1, 2};
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  int set = SlotRegion::kNoSet;
+  {
+    SlotBinding first(r.region, 7, 3, all, 0), second(r.region, 7, 3, all, 1);
+    set = first.set();
+    ASSERT_NE(set, SlotRegion::kNoSet);
+    r.pids[2] = getpid();  // member 2 lives (it never bound, as if it were still on its way)
+  }
+  SlotBinding held(r.region, 9, 4, all, 0);
+  EXPECT_NE(held.set(), set) << "a set was freed while a member that holds it lives";
+  {
+    SlotBinding first(r.region, 10, 5, all, 0), second(r.region, 10, 5, all, 1);
+    set = first.set();
+    r.pids[2] = dead;  // member 2 dies before it binds
+  }
+  SlotBinding next(r.region, 11, 6, all, 0);
+  EXPECT_EQ(next.set(), set) << "the dead member's entry still holds its set";
 }
 
 // A loop that makes, uses and frees a communicator takes the same set each time, its pages still

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/log.h"
 #include "base/status.h"
 
 namespace ibcoll::transport::shm {
@@ -114,6 +115,20 @@ void SharedSegment::check_room(size_t bytes, const std::string& what) const {
   struct statvfs fs {};
   if (fstatvfs(fd_, &fs) == 0 && fs.f_bavail * fs.f_frsize < bytes)
     no_room(fd_, ENOSPC, bytes, what);
+}
+
+void SharedSegment::give_back(const std::byte* begin, size_t bytes) const {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const auto offset = static_cast<size_t>(begin - data_);
+  const size_t first = (offset + page - 1) / page * page;
+  const size_t end = std::min(size_, offset + bytes) / page * page;
+  if (end <= first) return;
+  if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(first),
+                static_cast<off_t>(end - first)) != 0) {
+    IBCOLL_LOG(debug, "the shared segment keeps " << (end - first) << " bytes: fallocate "
+                                                  << "(FALLOC_FL_PUNCH_HOLE) failed, errno "
+                                                  << errno);
+  }
 }
 
 size_t SharedSegment::resident_bytes() const {

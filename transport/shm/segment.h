@@ -29,6 +29,9 @@ class SharedSegment {
   // maps them. Error(system_error) naming /dev/shm and `what` when the node's shared memory has
   // no room.
   void commit(const std::byte* begin, size_t bytes, const std::string& what) const;
+  // The whole pages of [begin, begin + bytes) go back to the kernel (their bytes read as zeros
+  // after): for parts nobody uses any more. Those at the edges stay, which a neighbour may share.
+  void give_back(const std::byte* begin, size_t bytes) const;
   // Error(system_error) as commit's when the node's shared memory has fewer than `bytes` free:
   // for a part whose pages come at first touch (a touch of a page that does not come then is
   // still a SIGBUS, where others fill /dev/shm after the look).

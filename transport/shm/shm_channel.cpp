@@ -589,11 +589,12 @@ void ShmChannel::check_liveness() {
     if (peer == rank_ || p.failed) continue;
     std::string gone;
     const pid_t pid = pids()[peer];
+    const bool exited = pid > 0 && !process_alive(pid);
     if (roomless_word(peer).load(std::memory_order_acquire) & (uint64_t{1} << (peer % 64))) {
       gone =
           " found no room in the node's shared memory (/dev/shm) and left it (its log names "
           "the part)";
-    } else if (pid > 0 && !process_alive(pid)) {
+    } else if (exited) {
       gone = " (pid " + std::to_string(pid) + ") has exited";
     } else {
       continue;
@@ -601,7 +602,15 @@ void ShmChannel::check_liveness() {
     // What it sent before is still good; a ring it never announced may have no pages to read.
     if (p.polled) drain(peer);
     fail_peer(peer, Status(Code::peer_failed, who(peer) + gone), true);
+    if (exited) give_back_pair(peer);
   }
+}
+
+void ShmChannel::give_back_pair(int peer) {
+  segment_.give_back(segment_.data() + ring_offset(peer, rank_, size_), Ring::kBytes);
+  segment_.give_back(segment_.data() + ring_offset(rank_, peer, size_), Ring::kBytes);
+  segment_.give_back(segment_.data() + answers_offset(rank_, peer, size_), Answers::kBytes);
+  segment_.give_back(segment_.data() + answers_offset(peer, rank_, size_), Answers::kBytes);
 }
 
 // A part this rank needs found no room: its peers could wait on it for ever (a ring it cannot

@@ -206,6 +206,9 @@ class ShmChannel final : public Channel {
   // `gone`: its process has exited or left (the observer hears of it), not merely misbehaved.
   void fail_peer(int peer, const Status& status, bool gone = false);
   void drop_peer(int peer, const Status& status);  // fail_peer's work, unlogged
+  // A peer whose process has exited: the rings and answers between it and this rank go back to
+  // the kernel. Nobody touches them again: this rank reads and writes no failed peer's.
+  void give_back_pair(int peer);
   void leave_for_want_of_room(const Status& why);
   // The word of the bitmap of ranks out of room that holds `rank`'s bit.
   std::atomic_ref<uint64_t> roomless_word(int rank) const;

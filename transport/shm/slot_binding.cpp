@@ -109,7 +109,7 @@ void cool_down(const SlotRegion& region, int set) {
 
 SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
                          std::span<const int> members, int local_rank)
-    : region_(&region), local_rank_(local_rank) {
+    : region_(&region), local_rank_(local_rank), members_(members.begin(), members.end()) {
   const auto first = static_cast<uint32_t>(*std::min_element(members.begin(), members.end()));
   const uint64_t digest = digest_of(members);
   DirectoryLock lock(region, local_rank);
@@ -149,6 +149,7 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
     entry.members = static_cast<uint32_t>(members.size());
     entry.bound = 0;
     entry.let_go = 0;
+    entry.let_go_mask = 0;
     std::atomic_ref<uint32_t>(directory.id_plus_one[entry_])
         .store(id + 1, std::memory_order_release);
   }
@@ -157,12 +158,21 @@ SlotBinding::SlotBinding(const SlotRegion& region, uint32_t id, uint64_t stamp,
   set_ = lacked_room_ ? SlotRegion::kNoSet : entries[entry_].set;
 }
 
+bool SlotBinding::only_the_dead_hold(const SlotRegion::Directory::Entry& entry) const {
+  if (members_.size() > 64 || members_.size() != entry.members) return false;
+  for (size_t place = 0; place < members_.size(); ++place) {
+    if (!(entry.let_go_mask >> place & 1) && region_->alive(members_[place])) return false;
+  }
+  return true;
+}
+
 SlotBinding::SlotBinding(SlotBinding&& other) noexcept
     : region_(std::exchange(other.region_, nullptr)),
       entry_(other.entry_),
       set_(other.set_),
       lacked_room_(other.lacked_room_),
-      local_rank_(other.local_rank_) {}
+      local_rank_(other.local_rank_),
+      members_(std::move(other.members_)) {}
 
 SlotBinding& SlotBinding::operator=(SlotBinding&& other) noexcept {
   if (this != &other) {
@@ -172,6 +182,7 @@ SlotBinding& SlotBinding::operator=(SlotBinding&& other) noexcept {
     set_ = other.set_;
     lacked_room_ = other.lacked_room_;
     local_rank_ = other.local_rank_;
+    members_ = std::move(other.members_);
   }
   return *this;
 }
@@ -186,7 +197,9 @@ void SlotBinding::release(bool no_more_binders) noexcept {
   auto& directory = region_->directory();
   auto& entry = directory.entries[entry_];
   if (no_more_binders) entry.members = entry.bound;
-  if (++entry.let_go == entry.members) {
+  const auto place = std::find(members_.begin(), members_.end(), local_rank_) - members_.begin();
+  if (place < 64) entry.let_go_mask |= uint64_t{1} << place;
+  if (++entry.let_go == entry.members || only_the_dead_hold(entry)) {
     std::atomic_ref<uint32_t>(directory.id_plus_one[entry_]).store(0, std::memory_order_release);
     const int set = entry.set;
     entry = {};

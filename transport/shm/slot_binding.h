@@ -2,14 +2,16 @@
 // (SlotRegion::Directory). The communicator's members on the node share its entry: the first
 // to bind decides, under the directory's lock, between a free set (cleared for it) and none
 // (every set is held, or the node's shared memory has no room for a cold one); the others take
-// what it decided, so all members agree without a message. When every member has let go, the entry
-// is free again and the set stays warm for the next communicator, or gives its pages back to the
-// kernel when SlotRegion::kWarmSets freed sets are warm already. A rank that dies holding the lock
-// loses it to the next that finds it dead.
+// what it decided, so all members agree without a message. When every member has let go (or, of
+// up to 64 members, every one that has not is dead: survivors free a communicator of the dead
+// one), the entry is free again and the set stays warm for the next communicator, or gives its
+// pages back to the kernel when SlotRegion::kWarmSets freed sets are warm already. A rank that
+// dies holding the lock loses it to the next that finds it dead.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "transport/shm/slot_region.h"
 
@@ -39,12 +41,15 @@ class SlotBinding {
 
  private:
   void release(bool no_more_binders = false) noexcept;
+  // Whether every member that has not let go of `entry` is dead.
+  bool only_the_dead_hold(const SlotRegion::Directory::Entry& entry) const;
 
   const SlotRegion* region_ = nullptr;
   int entry_ = -1;
   int set_ = SlotRegion::kNoSet;
   bool lacked_room_ = false;
   int local_rank_ = 0;
+  std::vector<int> members_;  // local ranks, in order
 };
 
 }  // namespace ibcoll::transport::shm

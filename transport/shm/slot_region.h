@@ -105,6 +105,9 @@ class SlotRegion {
       uint32_t members = 0;  // on this node that will bind it
       uint32_t bound = 0;    // members that did
       uint32_t let_go = 0;   // members done with it
+      // Which of the first 64 members (by their place among them) let go: when those that have
+      // not are all dead, the entry is free (a dead member never lets go).
+      uint64_t let_go_mask = 0;
     } entries[kEntries];
   };
   static constexpr size_t kDirectoryBytes = (sizeof(Directory) + 4095) / 4096 * 4096;

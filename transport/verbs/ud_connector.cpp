@@ -321,6 +321,13 @@ void UdConnector::tick(Clock::time_point now) {
   }
 }
 
+void UdConnector::release(int peer) {
+  Link& l = link(peer);
+  if (l.state != State::failed || !l.qp) return;
+  peer_by_qp_.erase(l.qp->qp_num());
+  l.qp.reset();
+}
+
 void UdConnector::forget(int peer) {
   Link& l = link(peer);
   l.state = State::failed;

@@ -50,6 +50,7 @@ class UdConnector final : public ConnectionManager {
   void on_rc_message(int peer) override;
   void tick(Clock::time_point now) override;
   void forget(int peer) override;
+  void release(int peer) override;
   Stats stats() const override { return stats_; }
 
  private:

@@ -256,6 +256,7 @@ int VerbsChannel::poll() {
       on_tick(now_);
     }
   }
+  if (!failed_queues_.empty()) release_flushed_queues();
   int events = std::max(n, 0);
   return events + completions_.run();
 }
@@ -425,7 +426,10 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
     // Its RC QP goes into the error state: whatever is still posted flushes back, giving its
     // slots back. An XRC INI is left to the connector, which retires it once no peer (connected
     // or not yet) uses it; what this peer posted on it completes as the QP goes on.
-    if (queue->peers.empty() && !xrc_) move_to_error(queue->qp);
+    if (queue->peers.empty() && !xrc_) {
+      move_to_error(queue->qp);
+      failed_queues_.push_back(peer);
+    }
   }
   p.outgoing.clear();
   p.news.clear();
@@ -458,6 +462,18 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
   p.assembly.reset();
   credits_.close(peer);  // what it was lent is home, for the others
   tell_credit_notices();
+}
+
+void VerbsChannel::release_flushed_queues() {
+  std::erase_if(failed_queues_, [&](int peer) {
+    Peer& p = peers_[peer];
+    if (!p.queue->unacked.empty()) return false;
+    queues_.erase(p.queue->qp->qp_num);
+    p.queue = nullptr;
+    connector_->release(peer);
+    ++counters_.released_connections;
+    return true;
+  });
 }
 
 void VerbsChannel::fail_queue(SendQueue& queue, int peer, const Status& status, bool gone) {

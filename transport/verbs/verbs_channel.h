@@ -65,6 +65,7 @@ struct ChannelCounters {
   uint64_t handshake_retries = 0;
   uint64_t srq_limit_events = 0;
   uint64_t failed_peers = 0;
+  uint64_t released_connections = 0;   // failed peers' RC QPs destroyed once flushed back
   uint64_t rdma_writes_in_flight = 0;  // chunks posted and not yet complete
   uint64_t registration_hits = 0, registration_misses = 0;
   uint64_t registrations_unmapped = 0;  // dropped: their memory was unmapped (UnmapWatch)
@@ -240,6 +241,9 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   uint32_t credits_for(int peer) override;
   // What the ledger decided for other peers than the one at hand: grants and recalls to send.
   void tell_credit_notices();
+  // The RC connections of failed peers whose posted work has all flushed back go (their
+  // SendQueue and QP): a failed peer's is listed in failed_queues_ until then.
+  void release_flushed_queues();
   void credit_came_home(int peer);
   // Credits are about to leave: counts an overdraft (see ChannelCounters).
   void check_credits_backed();
@@ -349,10 +353,11 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   WithdrawnTags withdrawn_tags_;  // what arrives for these is dropped
   PeerMap<Peer> peers_;           // the peers dealt with, never every rank of the job
   std::unordered_map<uint32_t, SendQueue> queues_;  // by QP number: one per connected peer or node
-  std::vector<int> peers_to_visit_;                 // on_tick's list (a visit may fail a peer)
-  std::vector<int> sharing_;                        // pump_sharing's list (a pump may fail a peer)
-  std::vector<int> starved_peers_;                  // poll's list when a starved send may go
-  Status device_failure_;  // the port or device died: every peer, known or not
+  std::vector<int> failed_queues_;   // failed peers whose RC QP waits for its work to flush back
+  std::vector<int> peers_to_visit_;  // on_tick's list (a visit may fail a peer)
+  std::vector<int> sharing_;         // pump_sharing's list (a pump may fail a peer)
+  std::vector<int> starved_peers_;   // poll's list when a starved send may go
+  Status device_failure_;            // the port or device died: every peer, known or not
   Sends sends_{&message_records_};
   std::pmr::unordered_map<uint32_t, RendezvousRecv> rendezvous_{&message_records_};
   MatchTable<PostedRecv, Arrival> matches_;
