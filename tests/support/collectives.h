@@ -221,21 +221,38 @@ inline bool members_span_nodes(ibcoll_comm_t comm) {
   return false;
 }
 
+// The algorithm IBCOLL_*_ALGO forces for `collective`, or null where none is forced.
+inline const char* forced_algorithm(ibcoll_collective_t collective) {
+  const char* forced =
+      std::getenv(collective == IBCOLL_ALLREDUCE ? "IBCOLL_ALLREDUCE_ALGO" : "IBCOLL_BCAST_ALGO");
+  return forced && *forced && std::string(forced) != "auto" ? forced : nullptr;
+}
+
+// Whether the forced algorithm of `collective` can run a call of `count` `type` on `comm` (not
+// too large for it; slots with a slot region; a hierarchical one across nodes).
+inline bool forced_can_run(ibcoll_comm_t comm, ibcoll_collective_t collective, size_t count,
+                           DataType type) {
+  const char* forced = forced_algorithm(collective);
+  if (!forced) return false;
+  const collectives::Algorithm& a = collectives::find_algorithm(
+      collective == IBCOLL_ALLREDUCE ? collectives::Collective::allreduce
+                                     : collectives::Collective::bcast,
+      forced);
+  const char* slots_setting = std::getenv("IBCOLL_SHM_SLOTS");
+  const bool slots = comm_size(comm) > 1 && members_share_memory(comm) &&
+                     !(slots_setting && std::string(slots_setting) == "0");
+  return (!a.uses_slots || slots) && (!a.across_nodes || members_span_nodes(comm)) &&
+         count * collectives::type_size(type) <= a.max_bytes;
+}
+
 // A forced algorithm that cannot run on a call (too large for it; slots without a slot region;
 // a hierarchical one on one node) gives way to the table's choice without a word. So a sweep that
 // forces one (IBCOLL_*_ALGO) fails the rank unless that algorithm really runs every call it can.
 inline void expect_forced_algorithm(ibcoll_comm_t comm, ibcoll_collective_t collective,
                                     size_t count, DataType type) {
-  const bool allreduce = collective == IBCOLL_ALLREDUCE;
-  const char* forced = std::getenv(allreduce ? "IBCOLL_ALLREDUCE_ALGO" : "IBCOLL_BCAST_ALGO");
-  if (!forced || !*forced || std::string(forced) == "auto") return;
-  const collectives::Algorithm& a = collectives::find_algorithm(
-      allreduce ? collectives::Collective::allreduce : collectives::Collective::bcast, forced);
-  const char* slots_setting = std::getenv("IBCOLL_SHM_SLOTS");
-  const bool slots = comm_size(comm) > 1 && members_share_memory(comm) &&
-                     !(slots_setting && std::string(slots_setting) == "0");
-  const bool can_run = (!a.uses_slots || slots) && (!a.across_nodes || members_span_nodes(comm)) &&
-                       count * collectives::type_size(type) <= a.max_bytes;
+  const char* forced = forced_algorithm(collective);
+  if (!forced) return;
+  const bool can_run = forced_can_run(comm, collective, count, type);
   const std::string chosen = ibcoll_algorithm(comm, collective, count, c_type(type));
   RANK_CHECK(!can_run || chosen == forced,
              std::string(forced) + " is forced and can run " + std::to_string(count) + " " +
