@@ -33,6 +33,7 @@ class Fifo {
   bool empty() const { return head_ == items_.size(); }
   size_t size() const { return items_.size() - head_; }
   T& front() { return items_[head_]; }
+  const T& back() const { return items_.back(); }
   iterator begin() { return items_.begin() + static_cast<std::ptrdiff_t>(head_); }
   iterator end() { return items_.end(); }
   auto begin() const { return items_.begin() + static_cast<std::ptrdiff_t>(head_); }

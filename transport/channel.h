@@ -87,7 +87,8 @@ class Channel : public Poller {
   virtual void fence(int peer, const Status& why);
 
   // `peer` is gone by another's word (a peer saw it fail): a channel that would otherwise wait
-  // on it (a flush at teardown) gives it up now.
+  // on it (its own liveness checks, a flush at teardown) gives it up now, failing what waits on
+  // it.
   virtual void peer_gone_elsewhere(int peer, const Status& why) {
     (void)peer;
     (void)why;

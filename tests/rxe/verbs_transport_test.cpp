@@ -665,6 +665,58 @@ TEST(VerbsTransport, KilledPeerFailsItsOperationsOnly) {
     EXPECT_TRUE(exits[rank].ok()) << describe(exits);
 }
 
+// A peer another rank saw die (its word reached this one, RoutedChannel::peer_gone_elsewhere)
+// is given up at once: the operations waiting on it (a receive, a rendezvous send it never
+// answers) fail with that word and its connection goes, where they used to wait for this rank's
+// own keepalives to fail it (8 to 10 s across the cluster's guests). The keepalive here is a
+// minute, past the wait's deadline: only the word can end them. The peer lives on, silent.
+// What rank 0 sent before the error was unsignaled and done, so nothing flushed back: the
+// connection (and the sends' slots) stayed held for good until a signaled write was posted
+// behind them.
+TEST(VerbsTransport, APeerGoneByAnothersWordIsGivenUpAtOnce) {
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "20s";
+  options.environment["IBCOLL_KEEPALIVE"] = "60s";
+  auto exits = run_ranks(
+      2,
+      [](int me, int) {
+        runtime::VerbsEndpoint r;
+        std::byte one{42};
+        Transfer poke;
+        if (me == 1) {
+          r.channel().send(0, 1, &one, 1, record(poke));
+          r.wait([&] { return poke.done; }, "the poke");
+          r.bootstrap().barrier("given up");
+          return 0;
+        }
+        poke.buffer.resize(1);
+        r.channel().recv(1, 1, poke.buffer.data(), 1, record(poke));
+        r.wait([&] { return poke.done; }, "the poke");
+        constexpr size_t kBig = 4 << 20;  // a rendezvous: it waits for the receiver's answer
+        std::vector<std::byte> big(kBig, std::byte{1});
+        Transfer from_peer, to_peer;
+        from_peer.buffer.resize(16);
+        r.channel().recv(1, 2, from_peer.buffer.data(), 16, record(from_peer));
+        r.channel().send(1, 3, big.data(), big.size(), record(to_peer));
+        r.channel().peer_gone_elsewhere(
+            1, Status(Code::peer_failed, "rank 1 is gone (rank 7 saw it fail)"));
+        r.wait([&] { return from_peer.done && to_peer.done; }, "operations with the peer");
+        for (Transfer* t : {&from_peer, &to_peer}) {
+          RANK_CHECK(t->status.code() == Code::peer_failed, t->status.to_string());
+          RANK_CHECK(t->status.message().find("rank 7 saw it fail") != std::string::npos,
+                     t->status.message());
+        }
+        RANK_CHECK(r.channel().peer_failure(1) != nullptr, "peer 1 is not held failed");
+        r.wait([&] { return r.channel().counters().released_connections == 1; },
+               "the given-up peer's connection to go");
+        r.bootstrap().barrier("given up");
+        return 0;
+      },
+      options);
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_TRUE(exits[rank].ok()) << describe(exits);
+}
+
 // A rank that computes without polling for three times the liveness limit (4 keepalives),
 // while six peers wait on it with a receive each, is not failed: the keepalives are
 // acknowledged by its port and take none of its receive buffers (16 here, which six senders of

@@ -467,6 +467,9 @@ void VerbsChannel::fail_peer(int peer, const Status& status, bool gone) {
 void VerbsChannel::release_flushed_queues() {
   std::erase_if(failed_queues_, [&](int peer) {
     Peer& p = peers_[peer];
+    // Unsignaled sends that completed before the error leave no completion to flush: a
+    // signaled write of no bytes behind them flushes back and retires them (and their slots).
+    if (!p.queue->unacked.empty() && !p.queue->unacked.back().signaled) post_probe(peer);
     if (!p.queue->unacked.empty()) return false;
     queues_.erase(p.queue->qp->qp_num);
     p.queue = nullptr;
