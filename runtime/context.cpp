@@ -223,9 +223,10 @@ collectives::AgreementDecision Context::agree(Communicator& communicator,
                                               std::vector<uint64_t> mine) {
   const Config& config = job_.config();
   collectives::Agreement::Settings settings;
-  settings.fence_after = config.timeout;
+  settings.fence_after = config.timeout;  // kNoTimeout where it is 0
   // Several heartbeats within the deadline, however short it is set.
-  settings.heartbeat = std::min(config.ucx.keepalive, config.timeout / 4);
+  settings.heartbeat =
+      std::max(std::chrono::milliseconds(1), std::min(config.ucx.keepalive, config.timeout / 4));
   if (config.fault == Config::Fault::agreement_exit)
     settings.exit_after_messages = config.fault_after;
   const uint64_t key = communicator.revocation()->key();

@@ -336,6 +336,45 @@ TEST(ShmChannel, ADeadPeersRingsGoBackToTheKernel) {
   EXPECT_TRUE(exits[0].ok() && exits[1].ok()) << describe(exits);
 }
 
+// A message that came before its sender died, and that can no longer be taken whole: the
+// first part of a long one through the ring (its sender killed before it wrote the rest), or
+// a single copy's offer (its memory went with its process). A receive posted for it once the
+// sender is known dead fails at once, naming it; it used to wait out IBCOLL_TIMEOUT, parked
+// for data or a copy nobody would ever bring.
+TEST(ShmChannel, AReceiveForWhatADeadSenderLeftUnfinishedFails) {
+  for (const char* single_copy : {"0", "1"}) {
+    SCOPED_TRACE(single_copy);
+    RankOptions options = single_copy_from(single_copy);
+    options.environment["IBCOLL_TIMEOUT"] = "20s";
+    auto exits = run_ranks(
+        2,
+        [](int me, int) {
+          runtime::ShmEndpoint r;
+          std::vector<std::byte> message(4 << 20, std::byte{3});
+          if (me == 1) {
+            // One write of the ring's worth (or the offer), then no more progress: it dies.
+            r.channel().send(0, 7, message.data(), message.size(), [](const Status&, size_t) {});
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            raise(SIGKILL);
+          }
+          // A receive of something it never sends keeps its process watched until it is gone.
+          Transfer watch;
+          char nothing = 0;
+          r.channel().recv(1, 8, &nothing, 1, record(watch));
+          r.wait([&] { return watch.done; }, "the sender's death");
+          RANK_CHECK(watch.status.code() == Code::peer_failed, watch.status.to_string());
+          Transfer late;
+          r.channel().recv(1, 7, message.data(), message.size(), record(late));
+          r.wait([&] { return late.done; }, "the receive of what the dead sender left");
+          RANK_CHECK(late.status.code() == Code::peer_failed, late.status.to_string());
+          return 0;
+        },
+        options);
+    EXPECT_EQ(exits[1].signal, SIGKILL) << describe(exits);
+    EXPECT_TRUE(exits[0].ok()) << describe(exits);
+  }
+}
+
 constexpr size_t kLong = 4 << 20;  // many ring slots: a message copied through is long under way
 constexpr auto kFill = std::byte{0xEE};
 

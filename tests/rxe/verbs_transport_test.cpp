@@ -717,6 +717,45 @@ TEST(VerbsTransport, APeerGoneByAnothersWordIsGivenUpAtOnce) {
     EXPECT_TRUE(exits[rank].ok()) << describe(exits);
 }
 
+// A rendezvous offer that came before its sender died: a receive posted for it once the sender
+// is known dead fails at once, naming it. It used to answer the offer (to nobody: the peer's
+// operations had all ended) and wait out IBCOLL_TIMEOUT for data that would never come.
+TEST(VerbsTransport, AReceiveForADeadSendersOfferFails) {
+  RankOptions options;
+  options.environment["IBCOLL_TIMEOUT"] = "20s";
+  options.environment["IBCOLL_KEEPALIVE"] = "300ms";
+  auto exits = run_ranks(
+      2,
+      [](int me, int) {
+        runtime::VerbsEndpoint r;
+        std::vector<std::byte> message(4 << 20, std::byte{3});
+        std::byte go{1};
+        if (me == 1) {
+          Transfer offered, told;
+          r.channel().send(0, 7, message.data(), message.size(), record(offered));
+          r.channel().recv(0, 9, &go, 1, record(told));
+          r.wait([&] { return told.done; }, "word that the offer is there");
+          raise(SIGKILL);
+        }
+        // A receive of something it never sends keeps it probed until it is found gone.
+        Transfer watch, tell;
+        char nothing = 0;
+        r.channel().recv(1, 8, &nothing, 1, record(watch));
+        r.wait([&] { return r.channel().counters().early_arrivals == 1; }, "the offer");
+        r.channel().send(1, 9, &go, 1, record(tell));
+        r.wait([&] { return watch.done; }, "the sender's death");
+        RANK_CHECK(watch.status.code() == Code::peer_failed, watch.status.to_string());
+        Transfer late;
+        r.channel().recv(1, 7, message.data(), message.size(), record(late));
+        r.wait([&] { return late.done; }, "the receive of the dead sender's offer");
+        RANK_CHECK(late.status.code() == Code::peer_failed, late.status.to_string());
+        return 0;
+      },
+      options);
+  EXPECT_EQ(exits[1].signal, SIGKILL) << describe(exits);
+  EXPECT_TRUE(exits[0].ok()) << describe(exits);
+}
+
 // A rank that computes without polling for three times the liveness limit (4 keepalives),
 // while six peers wait on it with a receive each, is not failed: the keepalives are
 // acknowledged by its port and take none of its receive buffers (16 here, which six senders of

@@ -172,6 +172,10 @@ void ShmChannel::post_recv(int peer, uint64_t tag, void* buffer, size_t capacity
   if (auto arrival = matches_.take_unexpected({peer, tag})) {
     Unexpected& u = **arrival;
     if (u.aborted) return completions_.add(std::move(posted.done), withdrawn(peer), 0);
+    // From a peer failed since it came, only a message already whole here can still be taken:
+    // nobody would bring the rest, nor copy an offer out of a process that is gone.
+    if (p.failed && (u.remote || u.received < u.total))
+      return completions_.add(std::move(posted.done), p.failure, 0);
     if (u.remote) return read_remote(peer, *u.remote, std::move(posted));
     if (u.received == u.total) {
       if (const size_t n = std::min(capacity, u.total)) {
@@ -279,6 +283,12 @@ int ShmChannel::poll() {
   if (++polls_since_check_ >= kPollsPerClockRead) {
     polls_since_check_ = 0;
     check_liveness();
+  }
+  if (!words_heard_.empty()) {
+    find_the_dead();
+    for (const auto& [teller, notice] : words_heard_)
+      observer_->heard(*this, teller, notice);
+    words_heard_.clear();
   }
   return events + completions_.run();
 }
@@ -463,6 +473,10 @@ void ShmChannel::on_fragment(int peer, const FragmentHeader& header, const std::
     case Kind::notice:
       if (const std::optional<Notice> notice = Notice::unpacked(header.tag, header.total);
           notice && observer_) {
+        // A death told by another waits for the end of this poll, which first looks at the
+        // local peers itself: a neighbour's own reason (it left for want of room, it exited)
+        // is what this rank's calls should say, not the teller's word.
+        if (notice->kind == Notice::Kind::rank_gone) return words_heard_.push_back({peer, *notice});
         observer_->heard(*this, peer, *notice);
       }
       return;
@@ -583,7 +597,10 @@ void ShmChannel::check_liveness() {
     return p.waiting > 0 || !p.outgoing.empty() || p.incoming.active ||
            !p.awaiting_answer.empty() || !p.awaiting_copy.empty();
   });
-  if (!busy) return;
+  if (busy) find_the_dead();
+}
+
+void ShmChannel::find_the_dead() {
   for (int peer = 0; peer < size_; ++peer) {
     Peer& p = peers_[static_cast<size_t>(peer)];
     if (peer == rank_ || p.failed) continue;
@@ -609,8 +626,6 @@ void ShmChannel::check_liveness() {
 void ShmChannel::give_back_pair(int peer) {
   segment_.give_back(segment_.data() + ring_offset(peer, rank_, size_), Ring::kBytes);
   segment_.give_back(segment_.data() + ring_offset(rank_, peer, size_), Ring::kBytes);
-  segment_.give_back(segment_.data() + answers_offset(rank_, peer, size_), Answers::kBytes);
-  segment_.give_back(segment_.data() + answers_offset(peer, rank_, size_), Answers::kBytes);
 }
 
 // A part this rank needs found no room: its peers could wait on it for ever (a ring it cannot

@@ -36,6 +36,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/fifo.h"
@@ -203,11 +204,13 @@ class ShmChannel final : public Channel {
   void withdraw_sends(int peer, uint64_t first, uint64_t last);
   Status withdrawn(int peer) const;
   void check_liveness();
+  void find_the_dead();  // every local peer that exited or left is failed, with its reason
   // `gone`: its process has exited or left (the observer hears of it), not merely misbehaved.
   void fail_peer(int peer, const Status& status, bool gone = false);
   void drop_peer(int peer, const Status& status);  // fail_peer's work, unlogged
-  // A peer whose process has exited: the rings and answers between it and this rank go back to
-  // the kernel. Nobody touches them again: this rank reads and writes no failed peer's.
+  // A peer whose process has exited: the rings between it and this rank go back to the kernel
+  // (their answer tables, under a page each, stay). Nobody touches them again: this rank reads
+  // and writes no failed peer's ring.
   void give_back_pair(int peer);
   void leave_for_want_of_room(const Status& why);
   // The word of the bitmap of ranks out of room that holds `rank`'s bit.
@@ -233,6 +236,7 @@ class ShmChannel final : public Channel {
   DeferredCompletions completions_;
   uint32_t polls_since_check_ = 0;
   std::chrono::steady_clock::time_point next_check_{};
+  std::vector<std::pair<int, Notice>> words_heard_;  // deaths told in this poll, and by whom
 };
 
 }  // namespace ibcoll::transport::shm

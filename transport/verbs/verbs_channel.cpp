@@ -200,6 +200,8 @@ void VerbsChannel::post_recv(int peer, uint64_t tag, void* buffer, size_t capaci
       completions_.add(std::move(posted.done), withdrawn(peer, "sender"), 0);
     } else if (arrival->type == wire::Type::eager) {
       deliver_eager(peer, posted, arrival->payload.data(), arrival->payload.size());
+    } else if (p.failed) {  // an offer from a peer failed since: nobody would answer it
+      completions_.add(std::move(posted.done), p.failure, 0);
     } else {
       start_rendezvous_recv(peer, std::move(posted), tag, arrival->send_id, arrival->length);
     }

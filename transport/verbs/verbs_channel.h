@@ -113,7 +113,10 @@ class VerbsChannel final : public Channel, private ConnectionManager::Listener {
   void tell_peers(const Notice& notice) override;
   // The job holds it gone: waiting on this rank's own keepalives would hold the calls on it
   // for seconds more. Its RC QP goes into the error state, as for a peer seen dead here.
-  void peer_gone_elsewhere(int peer, const Status& why) override { fail_peer(peer, why); }
+  // A rank it never dealt with needs nothing.
+  void peer_gone_elsewhere(int peer, const Status& why) override {
+    if (peers_.find(peer)) fail_peer(peer, why);
+  }
   bool notices_pending() const override;
   int poll() override;
   int arm_event_fd() override { return cq_->arm(); }
