@@ -97,8 +97,8 @@ class ConnectionManager {
   // Timers, retries, deadlines and (rdma_cm) connection events. Cheap when idle.
   virtual void tick(Clock::time_point now) = 0;
   virtual void forget(int peer) = 0;  // the peer failed: stop working on it
-  // A failed peer's RC QP, everything posted on it flushed back, is destroyed: no QP stays for
-  // the dead. (rdma_cm keeps its id until the end: events may still name it.)
+  // A failed peer's RC QP, everything posted on it flushed back, is destroyed. (rdma_cm keeps
+  // its id and QP until the end: events may still name them.)
   virtual void release(int peer) { (void)peer; }
   virtual Stats stats() const = 0;
 

@@ -65,7 +65,7 @@ struct ChannelCounters {
   uint64_t handshake_retries = 0;
   uint64_t srq_limit_events = 0;
   uint64_t failed_peers = 0;
-  uint64_t released_connections = 0;   // failed peers' RC QPs destroyed once flushed back
+  uint64_t released_connections = 0;   // failed peers' RC queues given up once flushed back
   uint64_t rdma_writes_in_flight = 0;  // chunks posted and not yet complete
   uint64_t registration_hits = 0, registration_misses = 0;
   uint64_t registrations_unmapped = 0;  // dropped: their memory was unmapped (UnmapWatch)
